@@ -1,0 +1,143 @@
+// The public C++ API for embedding ingot: load a model, submit requests,
+// receive streamed tokens, cancel. The server is written against this header.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ingot {
+class Model;
+}
+
+namespace ingot::engine {
+
+struct SamplingParams {
+  float temperature = 1.0f;  // 0: greedy (PARITY.md argmax)
+  float top_p = 1.0f;
+  int top_k = 0;             // 0: off
+  float min_p = 0.0f;
+  float repetition_penalty = 1.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  std::map<int32_t, float> logit_bias;
+  std::optional<uint64_t> seed;
+  int top_logprobs = 0;       // alternatives per generated token
+  bool logprobs = false;      // report the chosen token's logprob
+};
+
+struct StopParams {
+  int64_t max_tokens = 256;
+  std::vector<int32_t> stop_token_ids;
+  std::vector<std::string> stop_strings;  // matched on detokenized text, across token boundaries
+  bool ignore_eos = false;
+  bool include_stop_str = false;
+};
+
+struct Request {
+  std::vector<int32_t> prompt;
+  SamplingParams sampling;
+  StopParams stop;
+  bool prompt_logprobs = false;  // /v1/completions echo + logprobs
+  bool truncate_prompt = false;  // keep the tail instead of rejecting an over-long prompt
+};
+
+enum class FinishReason { None, Stop, Length, Cancelled, Error };
+const char* finish_reason_name(FinishReason r);
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0;
+};
+
+struct TokenEvent {
+  int32_t token = 0;
+  std::string text;   // new text this token completes (UTF-8 safe; may be empty)
+  float logprob = 0;  // when requested
+  std::vector<TokenLogprob> top;  // when requested
+};
+
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t cached_prompt_tokens = 0;  // reused from the prefix cache
+  int64_t completion_tokens = 0;
+};
+
+// One read from a request's stream: zero or more new tokens, and at the end
+// finished = true with the reason (and an error message for Error).
+struct Chunk {
+  std::vector<TokenEvent> tokens;
+  bool finished = false;
+  FinishReason reason = FinishReason::None;
+  std::string error;
+  std::string stop_matched;  // the stop string or "" / the stop token's text
+  Usage usage;               // filled on the final chunk
+  std::vector<TokenLogprob> prompt_logprobs;  // first chunk, when asked
+};
+
+class RequestHandle {
+ public:
+  virtual ~RequestHandle() = default;
+  // Blocks up to `timeout` for the next chunk; false on timeout.
+  virtual bool next(Chunk* out, std::chrono::milliseconds timeout) = 0;
+  // Frees the request's KV blocks at the engine's next step; idempotent.
+  virtual void cancel() = 0;
+};
+
+struct EngineOptions {
+  int max_concurrency = 64;         // sequences decoding at once
+  int64_t max_queue = 256;          // waiting requests beyond which submit() rejects
+  int64_t prefill_chunk = 512;      // tokens of prefill per step
+  int64_t token_budget = 2048;      // tokens per step (decode rows + prefill chunks)
+  int64_t context_length = 0;       // 0: the model's max_position_embeddings
+  double memory_budget_gb = 0;      // 0: no explicit budget (machine memory)
+  std::string kv = "paged";         // contiguous | paged | kv8 | kv4
+  bool prefix_cache = true;
+  int64_t prefix_cache_blocks = 0;  // 0: bounded by the memory budget
+};
+
+struct Stats {
+  int64_t running = 0, waiting = 0;
+  int64_t requests_total = 0, requests_rejected = 0;
+  int64_t prompt_tokens_total = 0, generated_tokens_total = 0;
+  int64_t prefix_hit_tokens = 0, prefix_lookup_tokens = 0;
+  int64_t kv_blocks_used = 0, kv_blocks_total = 0;
+  double kv_bytes_used = 0;
+};
+
+// Detokenization the engine uses for stop strings and TokenEvent::text.
+class TextDecoder {
+ public:
+  virtual ~TextDecoder() = default;
+  // Stateful incremental decoder for one sequence.
+  class Stream {
+   public:
+    virtual ~Stream() = default;
+    virtual std::string push(int32_t token) = 0;  // new complete text
+    virtual std::string flush() = 0;
+  };
+  virtual std::unique_ptr<Stream> stream(bool skip_special) const = 0;
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  // Validates the request (clear InvalidArgument / ResourceExhausted errors)
+  // and queues it.
+  virtual std::shared_ptr<RequestHandle> submit(Request req) = 0;
+  virtual Stats stats() const = 0;
+  virtual const Model& model() const = 0;
+  // Stops the engine thread; pending requests finish as Cancelled.
+  virtual void shutdown() = 0;
+};
+
+// The engine owns its thread; `model` must outlive it. `decoder` may be null
+// (then TokenEvent::text is empty and stop strings are rejected).
+std::unique_ptr<Engine> start_engine(Model& model, const EngineOptions& opt,
+                                     std::shared_ptr<const TextDecoder> decoder,
+                                     std::vector<int32_t> eos_token_ids);
+
+}  // namespace ingot::engine

@@ -1,0 +1,62 @@
+// `ingot generate`: greedy generation from token ids (text prompts and chat
+// once the tokenizer is available to the CLI).
+#include <cstdio>
+
+#include "cli/model_setup.h"
+#include "cli/verbs.h"
+#include "io/config.h"
+#include "ops/ops.h"
+#include "util/error.h"
+#include "util/strings.h"
+
+namespace ingot::cli {
+
+namespace {
+
+struct GenerateFlags {
+  ModelFlags model;
+  std::string prompt_ids;
+  int max_tokens = 64;
+  bool ignore_eos = false;
+};
+
+int run_generate(const GenerateFlags& f) {
+  std::vector<int32_t> prompt = parse_int_list(f.prompt_ids, "--prompt-ids");
+  if (prompt.empty()) fail(ErrorKind::InvalidArgument, "--prompt-ids is empty");
+  if (f.max_tokens < 0) fail(ErrorKind::InvalidArgument, "--max-tokens must be >= 0");
+  auto model = load_model_from_flags(f.model);
+  check_token_ids(prompt, model->vocab_size());
+  GenerationConfig gen = load_generation_config(f.model.model, model->config());
+  auto cache = new_cache(*model, cache_options(f.model));
+  BatchInput in;
+  in.tokens = prompt;
+  in.seqs.push_back({cache.get(), static_cast<int64_t>(prompt.size()), false});
+  std::vector<int32_t> out;
+  for (int i = 0; i < f.max_tokens; ++i) {
+    Tensor logits = model->forward(in);
+    int32_t tok = ops::argmax(logits).to_i32_vector()[0];
+    out.push_back(tok);
+    std::printf("%s%d", i ? "," : "", tok);
+    std::fflush(stdout);
+    bool eos = false;
+    for (int32_t e : gen.eos_token_ids) eos |= e == tok;
+    if (eos && !f.ignore_eos) break;
+    in.tokens = {tok};
+    in.seqs[0].n_tokens = 1;
+  }
+  std::printf("\n");
+  return 0;
+}
+
+}  // namespace
+
+void register_generate(CLI::App& app) {
+  auto f = std::make_shared<GenerateFlags>();
+  CLI::App* sub = add_verb(app, "generate", "generate tokens greedily", [f] { return run_generate(*f); });
+  add_model_flags(sub, f->model);
+  sub->add_option("--prompt-ids", f->prompt_ids, "comma-separated token ids")->required();
+  sub->add_option("--max-tokens", f->max_tokens, "tokens to generate")->capture_default_str();
+  sub->add_flag("--ignore-eos", f->ignore_eos, "keep going past end-of-sequence tokens");
+}
+
+}  // namespace ingot::cli

@@ -1,0 +1,67 @@
+// ingot: the command-line entry point. One line on stderr and a non-zero
+// exit for every error a user can cause.
+#include <cstdio>
+#include <map>
+
+#include "cli/verbs.h"
+#include "runtime/runtime.h"
+#include "util/error.h"
+
+#ifndef INGOT_VERSION
+#define INGOT_VERSION "0.0.0"
+#endif
+
+namespace ingot::cli {
+
+namespace {
+std::map<CLI::App*, VerbMain>& verb_mains() {
+  static std::map<CLI::App*, VerbMain> m;
+  return m;
+}
+}  // namespace
+
+CLI::App* add_verb(CLI::App& app, const std::string& name, const std::string& help, VerbMain run) {
+  CLI::App* sub = app.add_subcommand(name, help);
+  verb_mains()[sub] = std::move(run);
+  return sub;
+}
+
+void add_model_flags(CLI::App* sub, ModelFlags& f, bool required) {
+  auto* m = sub->add_option("--model,-m", f.model, "model directory");
+  if (required) m->required();
+  sub->add_option("--device", f.device, "cpu or cuda")->capture_default_str();
+  sub->add_option("--dtype", f.dtype, "auto, float32 or bfloat16")->capture_default_str();
+  sub->add_option("--kv", f.kv, "KV cache: contiguous, paged, kv8 or kv4")->capture_default_str();
+  sub->add_option("--threads", f.threads, "CPU threads (0: all cores)");
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{"ingot: LLM inference engine and server", "ingot"};
+  app.set_version_flag("--version,-V", std::string("ingot ") + INGOT_VERSION);
+  app.require_subcommand(1);
+  register_logits(app);
+  register_generate(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  for (auto& [sub, fn] : verb_mains())
+    if (sub->parsed()) return fn();
+  return 2;
+}
+
+}  // namespace ingot::cli
+
+int main(int argc, char** argv) {
+  try {
+    ingot::runtime::init_backends();
+    return ingot::cli::run(argc, argv);
+  } catch (const ingot::Error& e) {
+    std::fprintf(stderr, "ingot: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "ingot: error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,38 @@
+#include "cli/model_setup.h"
+
+#include "backend/cpu/thread_pool.h"
+#include "util/error.h"
+
+namespace ingot::cli {
+
+LoadOptions load_options(const ModelFlags& f) {
+  LoadOptions o;
+  o.device = parse_device(f.device);
+  if (f.dtype != "auto") {
+    DType t = parse_dtype(f.dtype);
+    if (t != DType::F32 && t != DType::BF16 && t != DType::F16)
+      fail(ErrorKind::InvalidArgument, "--dtype must be auto, float32, bfloat16 or float16");
+    o.dtype = t;
+  }
+  return o;
+}
+
+std::unique_ptr<Model> load_model_from_flags(const ModelFlags& f) {
+  if (f.threads < 0) fail(ErrorKind::InvalidArgument, "--threads must be >= 0");
+  if (f.threads > 0) cpu::set_num_threads(f.threads);
+  return load_model(f.model, load_options(f));
+}
+
+CacheOptions cache_options(const ModelFlags& f) {
+  CacheOptions c;
+  c.kind = f.kv;
+  return c;
+}
+
+void check_token_ids(const std::vector<int32_t>& ids, int64_t vocab) {
+  for (int32_t id : ids)
+    if (id < 0 || id >= vocab)
+      fail(ErrorKind::InvalidArgument, "token id ", id, " is out of range (vocabulary size ", vocab, ")");
+}
+
+}  // namespace ingot::cli

@@ -1,0 +1,29 @@
+// Each `ingot <verb>` lives in its own file and registers a CLI11
+// subcommand here; main.cpp runs whichever one was chosen.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <string>
+
+namespace ingot::cli {
+
+// A verb's work, run after parsing; returns the process exit code.
+using VerbMain = std::function<int()>;
+
+// Adds a subcommand; `run` is called if the user chose it.
+CLI::App* add_verb(CLI::App& app, const std::string& name, const std::string& help, VerbMain run);
+
+void register_logits(CLI::App& app);
+void register_generate(CLI::App& app);
+
+// Shared flag helpers.
+struct ModelFlags {
+  std::string model;
+  std::string device = "cpu";
+  std::string dtype = "auto";
+  std::string kv = "contiguous";
+  int threads = 0;
+};
+void add_model_flags(CLI::App* sub, ModelFlags& f, bool model_required = true);
+
+}  // namespace ingot::cli

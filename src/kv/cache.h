@@ -1,0 +1,65 @@
+// The KV cache interface every attention layer talks to. A SequenceCache
+// holds one LayerCache per layer for one sequence; stores differ in how
+// they keep K/V (contiguous, paged, quantized, rotating) but not in what
+// attention sees.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "ops/backend.h"
+#include "tensor/tensor.h"
+
+namespace ingot::kv {
+
+class LayerCache {
+ public:
+  virtual ~LayerCache() = default;
+  // Tokens this layer has seen (the position of the next token).
+  virtual int64_t length() const = 0;
+  // k [T, KVH, D], v [T, KVH, Dv] for the next T positions.
+  virtual void append(const Tensor& k, const Tensor& v) = 0;
+  // The keys/values attention may see, contiguous, and the absolute
+  // position of their first row.
+  virtual std::pair<Tensor, Tensor> fetch(int64_t* first_pos) const = 0;
+  // Attention of q [T, H, D] for the T most recently appended tokens. The
+  // store fills p.q_offset; the default gathers with fetch() and runs the
+  // reference SDPA (the numerical control for direct kernels).
+  virtual Tensor attend(const Tensor& q, AttnParams p) const;
+  // Drops the last n tokens.
+  virtual void trim(int64_t n) = 0;
+};
+
+class SequenceCache {
+ public:
+  virtual ~SequenceCache() = default;
+  virtual int num_layers() const = 0;
+  virtual LayerCache& layer(int i) = 0;
+  // Position of the next token.
+  int64_t offset() { return num_layers() ? layer(0).length() : 0; }
+  void trim(int64_t n) {
+    for (int i = 0; i < num_layers(); ++i) layer(i).trim(n);
+  }
+};
+
+// Shape of one layer's cache as the model declares it.
+struct LayerSpec {
+  int64_t kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t v_head_dim = 0;
+  int64_t window = 0;  // sliding-window layers may keep only this many tokens
+};
+
+// A SequenceCache made of per-layer stores.
+class LayeredCache final : public SequenceCache {
+ public:
+  explicit LayeredCache(std::vector<std::unique_ptr<LayerCache>> layers) : layers_(std::move(layers)) {}
+  int num_layers() const override { return static_cast<int>(layers_.size()); }
+  LayerCache& layer(int i) override { return *layers_.at(static_cast<size_t>(i)); }
+
+ private:
+  std::vector<std::unique_ptr<LayerCache>> layers_;
+};
+
+}  // namespace ingot::kv

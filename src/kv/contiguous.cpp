@@ -1,0 +1,56 @@
+#include "kv/contiguous.h"
+
+#include <algorithm>
+
+#include "ops/ops.h"
+#include "util/error.h"
+
+namespace ingot::kv {
+
+ContiguousLayerCache::ContiguousLayerCache(const LayerSpec& spec, DType dtype, Device device)
+    : spec_(spec), dtype_(dtype), device_(device) {}
+
+void ContiguousLayerCache::reserve(int64_t tokens) {
+  int64_t cap = k_.defined() ? k_.dim(0) : 0;
+  if (tokens <= cap) return;
+  int64_t ncap = std::max<int64_t>({tokens, cap * 2, 64});
+  Tensor nk = Tensor::empty({ncap, spec_.kv_heads, spec_.head_dim}, dtype_, device_);
+  Tensor nv = Tensor::empty({ncap, spec_.kv_heads, spec_.v_head_dim}, dtype_, device_);
+  if (len_) {
+    Tensor dk = nk.slice(0, 0, len_), dv = nv.slice(0, 0, len_);
+    copy_into(k_.slice(0, 0, len_), dk);
+    copy_into(v_.slice(0, 0, len_), dv);
+  }
+  k_ = nk;
+  v_ = nv;
+}
+
+void ContiguousLayerCache::append(const Tensor& k, const Tensor& v) {
+  const int64_t t = k.dim(0);
+  INGOT_CHECK(k.dim(1) == spec_.kv_heads && k.dim(2) == spec_.head_dim && v.dim(0) == t);
+  reserve(len_ + t);
+  Tensor kc = ops::cast(k, dtype_), vc = ops::cast(v, dtype_);
+  Tensor dk = k_.slice(0, len_, len_ + t), dv = v_.slice(0, len_, len_ + t);
+  copy_into(kc.contiguous(), dk);
+  copy_into(vc.contiguous(), dv);
+  len_ += t;
+}
+
+std::pair<Tensor, Tensor> ContiguousLayerCache::fetch(int64_t* first_pos) const {
+  *first_pos = 0;
+  return {k_.slice(0, 0, len_), v_.slice(0, 0, len_)};
+}
+
+void ContiguousLayerCache::trim(int64_t n) {
+  INGOT_CHECK(n >= 0 && n <= len_);
+  len_ -= n;
+}
+
+std::unique_ptr<SequenceCache> make_contiguous_cache(const std::vector<LayerSpec>& layers, DType dtype,
+                                                     Device device) {
+  std::vector<std::unique_ptr<LayerCache>> v;
+  for (const auto& s : layers) v.push_back(std::make_unique<ContiguousLayerCache>(s, dtype, device));
+  return std::make_unique<LayeredCache>(std::move(v));
+}
+
+}  // namespace ingot::kv

@@ -1,0 +1,28 @@
+// The contiguous store: one growing [capacity, KVH, D] buffer per layer.
+// The numerical control that every other store is checked against.
+#pragma once
+#include "kv/cache.h"
+
+namespace ingot::kv {
+
+class ContiguousLayerCache final : public LayerCache {
+ public:
+  ContiguousLayerCache(const LayerSpec& spec, DType dtype, Device device);
+  int64_t length() const override { return len_; }
+  void append(const Tensor& k, const Tensor& v) override;
+  std::pair<Tensor, Tensor> fetch(int64_t* first_pos) const override;
+  void trim(int64_t n) override;
+
+ private:
+  void reserve(int64_t tokens);
+  LayerSpec spec_;
+  DType dtype_;
+  Device device_;
+  Tensor k_, v_;
+  int64_t len_ = 0;
+};
+
+std::unique_ptr<SequenceCache> make_contiguous_cache(const std::vector<LayerSpec>& layers, DType dtype,
+                                                     Device device);
+
+}  // namespace ingot::kv

@@ -1,0 +1,182 @@
+#include "models/decoder.h"
+
+#include <cmath>
+
+#include "ops/ops.h"
+#include "util/error.h"
+
+namespace ingot {
+
+DecoderOptions decoder_options_for(const ModelConfig& cfg) {
+  DecoderOptions o;
+  if (cfg.model_type == "qwen2") o.qkv_bias = true;
+  if (cfg.model_type == "qwen3") o.qk_norm = true;
+  o.qkv_bias = o.qkv_bias || cfg.attention_bias;
+  o.o_bias = cfg.attention_bias && cfg.model_type != "qwen2";
+  o.mlp_bias = cfg.mlp_bias;
+  return o;
+}
+
+namespace {
+
+void check_config(const ModelConfig& c) {
+  auto positive = [&](int64_t v, const char* name) {
+    if (v <= 0) fail(ErrorKind::BadFormat, "config: ", name, " must be positive (", c.model_type, ")");
+  };
+  positive(c.vocab_size, "vocab_size");
+  positive(c.hidden_size, "hidden_size");
+  positive(c.intermediate_size, "intermediate_size");
+  positive(c.num_hidden_layers, "num_hidden_layers");
+  positive(c.num_attention_heads, "num_attention_heads");
+  positive(c.num_key_value_heads, "num_key_value_heads");
+  positive(c.head_dim, "head_dim");
+  if (c.num_attention_heads % c.num_key_value_heads != 0)
+    fail(ErrorKind::BadFormat, "config: num_attention_heads is not a multiple of num_key_value_heads");
+  if (c.hidden_act != "silu" && c.hidden_act != "swish")
+    fail(ErrorKind::Unsupported, "config: hidden_act '", c.hidden_act, "' is not supported for ", c.model_type);
+}
+
+void expect_shape(const Weight& w, int64_t rows, int64_t cols, const std::string& name) {
+  if (w.rows() != rows || w.cols() != cols)
+    fail(ErrorKind::BadFormat, name, ": expected [", rows, ", ", cols, "], got ", w.data.describe());
+}
+
+}  // namespace
+
+DecoderModel::DecoderModel(const ModelConfig& cfg, const WeightSource& src, const LoadOptions& lopt,
+                           DecoderOptions dopt)
+    : cfg_(cfg), opt_(dopt), device_(lopt.device) {
+  check_config(cfg_);
+  const int64_t H = cfg_.num_attention_heads, KV = cfg_.num_key_value_heads, D = cfg_.head_dim;
+  const int64_t hid = cfg_.hidden_size, inter = cfg_.intermediate_size;
+  embed_ = src.matrix("model.embed_tokens.weight");
+  expect_shape(embed_, cfg_.vocab_size, hid, "model.embed_tokens.weight");
+  final_norm_ = src.vector("model.norm.weight");
+  if (!cfg_.tie_word_embeddings && src.has("lm_head.weight")) {
+    lm_head_ = src.matrix("lm_head.weight");
+    expect_shape(lm_head_, cfg_.vocab_size, hid, "lm_head.weight");
+  } else {
+    lm_head_ = embed_;
+  }
+  for (int64_t i = 0; i < cfg_.num_hidden_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    Layer L;
+    L.attn_norm = src.vector(p + "input_layernorm.weight");
+    L.mlp_norm = src.vector(p + "post_attention_layernorm.weight");
+    L.wq = src.matrix(p + "self_attn.q_proj.weight");
+    L.wk = src.matrix(p + "self_attn.k_proj.weight");
+    L.wv = src.matrix(p + "self_attn.v_proj.weight");
+    L.wo = src.matrix(p + "self_attn.o_proj.weight");
+    expect_shape(L.wq, H * D, hid, p + "self_attn.q_proj.weight");
+    expect_shape(L.wk, KV * D, hid, p + "self_attn.k_proj.weight");
+    expect_shape(L.wv, KV * D, hid, p + "self_attn.v_proj.weight");
+    expect_shape(L.wo, hid, H * D, p + "self_attn.o_proj.weight");
+    if (opt_.qkv_bias) {
+      L.bq = src.vector(p + "self_attn.q_proj.bias");
+      L.bk = src.vector(p + "self_attn.k_proj.bias");
+      L.bv = src.vector(p + "self_attn.v_proj.bias");
+    }
+    if (opt_.o_bias && src.has(p + "self_attn.o_proj.bias")) L.bo = src.vector(p + "self_attn.o_proj.bias");
+    if (opt_.qk_norm) {
+      L.q_norm = src.vector(p + "self_attn.q_norm.weight");
+      L.k_norm = src.vector(p + "self_attn.k_norm.weight");
+    }
+    L.gate = src.matrix(p + "mlp.gate_proj.weight");
+    L.up = src.matrix(p + "mlp.up_proj.weight");
+    L.down = src.matrix(p + "mlp.down_proj.weight");
+    expect_shape(L.gate, inter, hid, p + "mlp.gate_proj.weight");
+    expect_shape(L.up, inter, hid, p + "mlp.up_proj.weight");
+    expect_shape(L.down, hid, inter, p + "mlp.down_proj.weight");
+    if (opt_.mlp_bias) {
+      L.gate_b = src.vector(p + "mlp.gate_proj.bias");
+      L.up_b = src.vector(p + "mlp.up_proj.bias");
+      L.down_b = src.vector(p + "mlp.down_proj.bias");
+    }
+    for (const Weight* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) weight_bytes_ += w->nbytes();
+    layers_.push_back(std::move(L));
+  }
+  weight_bytes_ += embed_.nbytes() + (lm_head_.data.storage() != embed_.data.storage() ? lm_head_.nbytes() : 0);
+  rope_ = make_rope_spec(cfg_.rope_for("full_attention"), static_cast<int>(D), opt_.interleaved_rope);
+  DType wdt = embed_.is_affine() || is_quantized(embed_.dtype()) ? DType::F32 : embed_.dtype();
+  kv_dtype_ = wdt == DType::F32 ? DType::F32 : DType::BF16;
+}
+
+std::vector<kv::LayerSpec> DecoderModel::cache_layout() const {
+  kv::LayerSpec s;
+  s.kv_heads = cfg_.num_key_value_heads;
+  s.head_dim = cfg_.head_dim;
+  s.v_head_dim = cfg_.head_dim;
+  s.window = cfg_.sliding_window > 0 && cfg_.model_type == "mistral" ? cfg_.sliding_window : 0;
+  return std::vector<kv::LayerSpec>(static_cast<size_t>(cfg_.num_hidden_layers), s);
+}
+
+Tensor DecoderModel::attention_block(const Layer& L, int li, const Tensor& h, const Tensor& positions,
+                                     const BatchInput& in) {
+  const int64_t N = h.dim(0), H = cfg_.num_attention_heads, KV = cfg_.num_key_value_heads, D = cfg_.head_dim;
+  Tensor q = ops::linear(h, L.wq, opt_.qkv_bias ? &L.bq : nullptr).reshape({N, H, D});
+  Tensor k = ops::linear(h, L.wk, opt_.qkv_bias ? &L.bk : nullptr).reshape({N, KV, D});
+  Tensor v = ops::linear(h, L.wv, opt_.qkv_bias ? &L.bv : nullptr).reshape({N, KV, D});
+  if (opt_.qk_norm) {
+    q = ops::rms_norm(q, L.q_norm, static_cast<float>(cfg_.rms_norm_eps));
+    k = ops::rms_norm(k, L.k_norm, static_cast<float>(cfg_.rms_norm_eps));
+  }
+  ops::rope_inplace(q, positions, rope_);
+  ops::rope_inplace(k, positions, rope_);
+  AttnParams ap;
+  ap.scale = 1.0f / std::sqrt(static_cast<float>(D));
+  ap.window = cache_layout()[static_cast<size_t>(li)].window;
+  std::vector<Tensor> outs;
+  int64_t row = 0;
+  for (const SeqInput& s : in.seqs) {
+    auto& lc = s.cache->layer(li);
+    lc.append(k.slice(0, row, row + s.n_tokens), v.slice(0, row, row + s.n_tokens));
+    outs.push_back(lc.attend(q.slice(0, row, row + s.n_tokens).contiguous(), ap));
+    row += s.n_tokens;
+  }
+  Tensor o = outs.size() == 1 ? outs[0] : ops::concat_rows(outs);
+  return ops::linear(o.reshape({N, H * D}), L.wo, L.bo.defined() ? &L.bo : nullptr);
+}
+
+Tensor DecoderModel::forward(const BatchInput& in) {
+  const int64_t N = static_cast<int64_t>(in.tokens.size());
+  int64_t total = 0;
+  std::vector<int32_t> pos;
+  pos.reserve(static_cast<size_t>(N));
+  std::vector<int64_t> pick;
+  for (const SeqInput& s : in.seqs) {
+    INGOT_CHECK(s.cache && s.n_tokens > 0, "every sequence in a batch needs a cache and tokens");
+    int64_t base = s.cache->offset();
+    for (int64_t i = 0; i < s.n_tokens; ++i) {
+      pos.push_back(static_cast<int32_t>(base + i));
+      if (s.all_logits || i == s.n_tokens - 1) pick.push_back(total + i);
+    }
+    total += s.n_tokens;
+  }
+  INGOT_CHECK(total == N, "batch tokens do not add up");
+  Tensor ids = Tensor::from_i32(in.tokens, {N}).to(device_);
+  Tensor positions = Tensor::from_i32(pos, {N}).to(device_);
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+
+  Tensor x = ops::embedding(embed_, ids);
+  for (size_t li = 0; li < layers_.size(); ++li) {
+    const Layer& L = layers_[li];
+    Tensor h = ops::rms_norm(x, L.attn_norm, eps);
+    x = ops::add(x, attention_block(L, static_cast<int>(li), h, positions, in));
+    h = ops::rms_norm(x, L.mlp_norm, eps);
+    Tensor g = ops::linear(h, L.gate, L.gate_b.defined() ? &L.gate_b : nullptr);
+    Tensor u = ops::linear(h, L.up, L.up_b.defined() ? &L.up_b : nullptr);
+    x = ops::add(x, ops::linear(ops::swiglu(g, u), L.down, L.down_b.defined() ? &L.down_b : nullptr));
+  }
+  if (static_cast<int64_t>(pick.size()) != N) x = ops::gather_rows(x, pick);
+  x = ops::rms_norm(x, final_norm_, eps);
+  return ops::cast(ops::linear(x, lm_head_), DType::F32);
+}
+
+void register_decoder_family() {
+  register_family({"llama", "mistral", "qwen2", "qwen3"},
+                  [](const ModelConfig& cfg, const WeightSource& src, const LoadOptions& opt) {
+                    return std::make_unique<DecoderModel>(cfg, src, opt, decoder_options_for(cfg));
+                  });
+}
+
+}  // namespace ingot

@@ -1,0 +1,54 @@
+// The dense decoder family: Llama 2/3/3.x, Mistral, Qwen2, Qwen3 — one
+// implementation with per-family options.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "models/model.h"
+
+namespace ingot {
+
+struct DecoderOptions {
+  bool qkv_bias = false;  // Qwen2
+  bool qk_norm = false;   // Qwen3: RMSNorm over each head of q and k
+  bool o_bias = false;
+  bool mlp_bias = false;
+  bool interleaved_rope = false;  // GGUF llama-style pairs
+};
+
+DecoderOptions decoder_options_for(const ModelConfig& cfg);
+
+class DecoderModel final : public Model {
+ public:
+  DecoderModel(const ModelConfig& cfg, const WeightSource& src, const LoadOptions& opt, DecoderOptions dopt);
+  const ModelConfig& config() const override { return cfg_; }
+  Tensor forward(const BatchInput& in) override;
+  std::vector<kv::LayerSpec> cache_layout() const override;
+  DType kv_dtype() const override { return kv_dtype_; }
+  Device device() const override { return device_; }
+  size_t weight_bytes() const override { return weight_bytes_; }
+
+ private:
+  struct Layer {
+    Tensor attn_norm, mlp_norm;
+    Weight wq, wk, wv, wo;
+    Tensor bq, bk, bv, bo;
+    Tensor q_norm, k_norm;
+    Weight gate, up, down;
+    Tensor gate_b, up_b, down_b;
+  };
+  Tensor attention_block(const Layer& L, int layer_index, const Tensor& h, const Tensor& positions,
+                         const BatchInput& in);
+
+  ModelConfig cfg_;
+  DecoderOptions opt_;
+  Device device_;
+  DType kv_dtype_;
+  size_t weight_bytes_ = 0;
+  Weight embed_, lm_head_;
+  Tensor final_norm_;
+  std::vector<Layer> layers_;
+  RopeSpec rope_;
+};
+
+}  // namespace ingot

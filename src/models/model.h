@@ -1,0 +1,69 @@
+// The model interface the engine drives, and the family registry.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/config.h"
+#include "kv/cache.h"
+#include "models/weights.h"
+#include "tensor/tensor.h"
+
+namespace ingot {
+
+// One sequence's slice of a batched forward pass.
+struct SeqInput {
+  kv::SequenceCache* cache = nullptr;
+  int64_t n_tokens = 0;      // consecutive tokens in BatchInput::tokens
+  bool all_logits = false;   // logits for every token, else only the last
+};
+
+// Tokens of several sequences, concatenated; each continues its own cache.
+struct BatchInput {
+  std::vector<int32_t> tokens;
+  std::vector<SeqInput> seqs;
+};
+
+// How a sequence's cache should be built.
+struct CacheOptions {
+  std::string kind = "contiguous";  // contiguous | paged | kv8 | kv4 (kv/ decides)
+  std::optional<DType> dtype;       // default: the model's compute dtype for K/V
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual const ModelConfig& config() const = 0;
+  int64_t vocab_size() const { return config().vocab_size; }
+  // Logits [rows, vocab] float32: per sequence, every token or only the last.
+  virtual Tensor forward(const BatchInput& in) = 0;
+  // Shapes of each layer's K/V store.
+  virtual std::vector<kv::LayerSpec> cache_layout() const = 0;
+  virtual DType kv_dtype() const = 0;
+  virtual Device device() const = 0;
+  // Bytes of weights as loaded.
+  virtual size_t weight_bytes() const = 0;
+};
+
+// A new, empty cache for one sequence of `model`.
+std::unique_ptr<kv::SequenceCache> new_cache(const Model& model, const CacheOptions& opt = {});
+
+using ModelFactory =
+    std::function<std::unique_ptr<Model>(const ModelConfig&, const WeightSource&, const LoadOptions&)>;
+// Registers a family under one or more model_type names.
+void register_family(const std::vector<std::string>& model_types, ModelFactory f);
+bool is_supported_model_type(const std::string& model_type);
+std::vector<std::string> supported_model_types();
+
+// Loads a Hugging Face checkpoint directory (config.json + safetensors).
+std::unique_ptr<Model> load_model(const std::string& dir, const LoadOptions& opt = {});
+// Builds from an already-open source (GGUF and tests).
+std::unique_ptr<Model> build_model(const ModelConfig& cfg, const WeightSource& src, const LoadOptions& opt);
+
+// Cache kinds other than contiguous register a maker here (kv/ stores).
+using CacheMaker = std::function<std::unique_ptr<kv::SequenceCache>(const std::vector<kv::LayerSpec>&, DType,
+                                                                    Device, const CacheOptions&)>;
+void register_cache_kind(const std::string& kind, CacheMaker maker);
+
+}  // namespace ingot

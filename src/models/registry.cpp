@@ -1,0 +1,78 @@
+#include <map>
+#include <mutex>
+
+#include "kv/contiguous.h"
+#include "models/families.h"
+#include "models/model.h"
+#include "util/error.h"
+
+namespace ingot {
+
+namespace {
+
+std::map<std::string, ModelFactory>& families() {
+  static std::map<std::string, ModelFactory> m;
+  return m;
+}
+
+std::map<std::string, CacheMaker>& cache_kinds() {
+  static std::map<std::string, CacheMaker> m;
+  return m;
+}
+
+void ensure_builtin() {
+  static std::once_flag once;
+  std::call_once(once, [] { register_builtin_families(); });
+}
+
+}  // namespace
+
+void register_family(const std::vector<std::string>& types, ModelFactory f) {
+  for (const auto& t : types) families()[t] = f;
+}
+
+bool is_supported_model_type(const std::string& t) {
+  ensure_builtin();
+  return families().count(t) != 0;
+}
+
+std::vector<std::string> supported_model_types() {
+  ensure_builtin();
+  std::vector<std::string> out;
+  for (const auto& [k, v] : families()) out.push_back(k);
+  return out;
+}
+
+void register_cache_kind(const std::string& kind, CacheMaker maker) { cache_kinds()[kind] = std::move(maker); }
+
+std::unique_ptr<kv::SequenceCache> new_cache(const Model& model, const CacheOptions& opt) {
+  DType dt = opt.dtype.value_or(model.kv_dtype());
+  if (opt.kind == "contiguous") return kv::make_contiguous_cache(model.cache_layout(), dt, model.device());
+  auto it = cache_kinds().find(opt.kind);
+  if (it == cache_kinds().end()) fail(ErrorKind::InvalidArgument, "unknown KV cache kind '", opt.kind, "'");
+  return it->second(model.cache_layout(), dt, model.device(), opt);
+}
+
+std::unique_ptr<Model> build_model(const ModelConfig& cfg, const WeightSource& src, const LoadOptions& opt) {
+  ensure_builtin();
+  auto it = families().find(cfg.model_type);
+  if (it == families().end()) {
+    std::string known;
+    for (const auto& [k, v] : families()) known += (known.empty() ? "" : ", ") + k;
+    fail(ErrorKind::Unsupported, "unknown model_type '", cfg.model_type, "' (supported: ", known, ")");
+  }
+  return it->second(cfg, src, opt);
+}
+
+std::unique_ptr<Model> load_model(const std::string& dir, const LoadOptions& opt) {
+  ModelConfig cfg = load_model_config(dir);
+  if (!is_supported_model_type(cfg.model_type)) {
+    std::string known;
+    for (const auto& k : supported_model_types()) known += (known.empty() ? "" : ", ") + k;
+    fail(ErrorKind::Unsupported, "unknown model_type '", cfg.model_type, "' (supported: ", known, ")");
+  }
+  auto src = open_safetensors_source(dir, cfg, opt);
+  return build_model(cfg, *src, opt);
+}
+
+}  // namespace ingot

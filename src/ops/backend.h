@@ -1,0 +1,76 @@
+// The op vocabulary. Each device implements this interface; ops.h dispatches
+// on the device of the inputs. Activations are rank-2 [rows, features] or
+// rank-3 [tokens, heads, head_dim] contiguous tensors unless stated.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "ops/weight.h"
+#include "tensor/tensor.h"
+
+namespace ingot {
+
+enum class UnaryOp { Silu, GeluTanh, Gelu, Sigmoid, Exp, Tanh, Softplus, Neg, Square, Sqrt };
+enum class BinaryOp { Add, Sub, Mul, Div };
+enum class GluOp { SwiGlu, GeGluTanh, GeGlu };
+
+// Rotary embedding for one layer type: inv_freq holds rotary_dim/2 frequencies.
+struct RopeSpec {
+  std::vector<float> inv_freq;
+  int rotary_dim = 0;           // leading dims of each head that rotate
+  float attention_scaling = 1;  // yarn / longrope magnitude factor on cos/sin
+  bool interleaved = false;     // GPT-J pairs (x0,x1) instead of halves (rotate_half)
+};
+
+struct AttnParams {
+  float scale = 1.0f;
+  bool causal = true;
+  // Absolute position of query row 0 within the key sequence: query i may see
+  // key j when j <= q_offset + i (causal) and j > q_offset + i - window.
+  int64_t q_offset = 0;
+  int64_t window = 0;      // 0: unlimited
+  float softcap = 0.0f;    // 0: none; else scores = cap * tanh(scores / cap)
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+
+  // x [N, K] · wᵀ where w is [M, K] -> [N, M]; bias [M] optional.
+  virtual Tensor linear(const Tensor& x, const Weight& w, const Tensor* bias) = 0;
+  // General a [N, K] @ b [K, M] (both activations).
+  virtual Tensor matmul(const Tensor& a, const Tensor& b) = 0;
+  // table [V, D] rows gathered by ids (i32 [N]) -> [N, D] in the activation dtype.
+  virtual Tensor embedding(const Weight& table, const Tensor& ids) = 0;
+  // Normalises over the last dim. unit_offset: weight is applied as (1 + w) (Gemma).
+  virtual Tensor rms_norm(const Tensor& x, const Tensor& w, float eps, bool unit_offset) = 0;
+  virtual Tensor layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps) = 0;
+  // x [T, H, D] rotated in place at positions (i32 [T]).
+  virtual void rope_inplace(Tensor& x, const Tensor& positions, const RopeSpec& spec) = 0;
+  virtual Tensor softmax(const Tensor& x) = 0;  // over the last dim
+  virtual Tensor unary(UnaryOp op, const Tensor& x) = 0;
+  // b broadcasts when its shape is a suffix of a's or it has one element.
+  virtual Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) = 0;
+  virtual Tensor glu(GluOp op, const Tensor& gate, const Tensor& up) = 0;
+  virtual Tensor scale(const Tensor& x, float s) = 0;
+  virtual Tensor softcap(const Tensor& x, float cap) = 0;
+  // q [T, H, D], k [S, KVH, D], v [S, KVH, Dv] -> [T, H, Dv]; H % KVH == 0 (GQA).
+  virtual Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                           const AttnParams& p) = 0;
+  // Greedy per PARITY.md: lowest id wins ties; a non-finite row gives 0. [N, V] -> i32 [N].
+  virtual Tensor argmax(const Tensor& logits) = 0;
+  virtual Tensor cast(const Tensor& x, DType dtype) = 0;
+  // Gathers rows of x [N, ...] by i32 indices -> [len(idx), ...].
+  virtual Tensor gather_rows(const Tensor& x, const std::vector<int64_t>& rows) = 0;
+  // Concatenates along dim 0.
+  virtual Tensor concat_rows(const std::vector<Tensor>& parts) = 0;
+  // The activation dtype this backend produces for a model stored in `weights`.
+  virtual DType activation_dtype(DType weights) const = 0;
+};
+
+void register_backend(Device d, Backend* b);
+Backend& backend(Device d);
+bool has_backend(Device d);
+
+}  // namespace ingot

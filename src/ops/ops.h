@@ -1,0 +1,45 @@
+// Free functions over Tensors that dispatch to the inputs' device backend.
+// Model code is written only against these.
+#pragma once
+#include "ops/backend.h"
+
+namespace ingot::ops {
+
+inline Backend& be(const Tensor& t) { return backend(t.device()); }
+
+inline Tensor linear(const Tensor& x, const Weight& w, const Tensor* bias = nullptr) {
+  return be(x).linear(x, w, bias);
+}
+inline Tensor matmul(const Tensor& a, const Tensor& b) { return be(a).matmul(a, b); }
+inline Tensor embedding(const Weight& t, const Tensor& ids) { return backend(t.device()).embedding(t, ids); }
+inline Tensor rms_norm(const Tensor& x, const Tensor& w, float eps, bool unit_offset = false) {
+  return be(x).rms_norm(x, w, eps, unit_offset);
+}
+inline Tensor layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps) {
+  return be(x).layer_norm(x, w, b, eps);
+}
+inline void rope_inplace(Tensor& x, const Tensor& pos, const RopeSpec& s) { be(x).rope_inplace(x, pos, s); }
+inline Tensor softmax(const Tensor& x) { return be(x).softmax(x); }
+inline Tensor silu(const Tensor& x) { return be(x).unary(UnaryOp::Silu, x); }
+inline Tensor gelu_tanh(const Tensor& x) { return be(x).unary(UnaryOp::GeluTanh, x); }
+inline Tensor gelu(const Tensor& x) { return be(x).unary(UnaryOp::Gelu, x); }
+inline Tensor sigmoid(const Tensor& x) { return be(x).unary(UnaryOp::Sigmoid, x); }
+inline Tensor unary(UnaryOp op, const Tensor& x) { return be(x).unary(op, x); }
+inline Tensor add(const Tensor& a, const Tensor& b) { return be(a).binary(BinaryOp::Add, a, b); }
+inline Tensor sub(const Tensor& a, const Tensor& b) { return be(a).binary(BinaryOp::Sub, a, b); }
+inline Tensor mul(const Tensor& a, const Tensor& b) { return be(a).binary(BinaryOp::Mul, a, b); }
+inline Tensor div(const Tensor& a, const Tensor& b) { return be(a).binary(BinaryOp::Div, a, b); }
+inline Tensor swiglu(const Tensor& g, const Tensor& u) { return be(g).glu(GluOp::SwiGlu, g, u); }
+inline Tensor geglu_tanh(const Tensor& g, const Tensor& u) { return be(g).glu(GluOp::GeGluTanh, g, u); }
+inline Tensor glu(GluOp op, const Tensor& g, const Tensor& u) { return be(g).glu(op, g, u); }
+inline Tensor scale(const Tensor& x, float s) { return be(x).scale(x, s); }
+inline Tensor softcap(const Tensor& x, float cap) { return be(x).softcap(x, cap); }
+inline Tensor attention(const Tensor& q, const Tensor& k, const Tensor& v, const AttnParams& p) {
+  return be(q).attention(q, k, v, p);
+}
+inline Tensor argmax(const Tensor& logits) { return be(logits).argmax(logits); }
+inline Tensor cast(const Tensor& x, DType t) { return be(x).cast(x, t); }
+inline Tensor gather_rows(const Tensor& x, const std::vector<int64_t>& r) { return be(x).gather_rows(x, r); }
+inline Tensor concat_rows(const std::vector<Tensor>& p) { return be(p.at(0)).concat_rows(p); }
+
+}  // namespace ingot::ops

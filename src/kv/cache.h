@@ -29,6 +29,9 @@ class LayerCache {
   virtual Tensor attend(const Tensor& q, AttnParams p) const;
   // Drops the last n tokens.
   virtual void trim(int64_t n) = 0;
+  // An independent copy: later appends to either never show in the other.
+  // Paged stores share blocks copy-on-write; contiguous ones copy.
+  virtual std::unique_ptr<LayerCache> clone() const = 0;
 };
 
 class SequenceCache {
@@ -41,6 +44,7 @@ class SequenceCache {
   void trim(int64_t n) {
     for (int i = 0; i < num_layers(); ++i) layer(i).trim(n);
   }
+  virtual std::unique_ptr<SequenceCache> clone() const = 0;
 };
 
 // Shape of one layer's cache as the model declares it.
@@ -57,6 +61,11 @@ class LayeredCache final : public SequenceCache {
   explicit LayeredCache(std::vector<std::unique_ptr<LayerCache>> layers) : layers_(std::move(layers)) {}
   int num_layers() const override { return static_cast<int>(layers_.size()); }
   LayerCache& layer(int i) override { return *layers_.at(static_cast<size_t>(i)); }
+  std::unique_ptr<SequenceCache> clone() const override {
+    std::vector<std::unique_ptr<LayerCache>> c;
+    for (const auto& l : layers_) c.push_back(l->clone());
+    return std::make_unique<LayeredCache>(std::move(c));
+  }
 
  private:
   std::vector<std::unique_ptr<LayerCache>> layers_;

@@ -46,6 +46,16 @@ void ContiguousLayerCache::trim(int64_t n) {
   len_ -= n;
 }
 
+std::unique_ptr<LayerCache> ContiguousLayerCache::clone() const {
+  auto c = std::make_unique<ContiguousLayerCache>(spec_, dtype_, device_);
+  if (len_) {
+    c->k_ = k_.slice(0, 0, len_).clone();
+    c->v_ = v_.slice(0, 0, len_).clone();
+    c->len_ = len_;
+  }
+  return c;
+}
+
 std::unique_ptr<SequenceCache> make_contiguous_cache(const std::vector<LayerSpec>& layers, DType dtype,
                                                      Device device) {
   std::vector<std::unique_ptr<LayerCache>> v;

@@ -12,6 +12,7 @@ class ContiguousLayerCache final : public LayerCache {
   void append(const Tensor& k, const Tensor& v) override;
   std::pair<Tensor, Tensor> fetch(int64_t* first_pos) const override;
   void trim(int64_t n) override;
+  std::unique_ptr<LayerCache> clone() const override;
 
  private:
   void reserve(int64_t tokens);

@@ -16,6 +16,5 @@ fi
 pip_reqs=$(cat "$root"/deps/pip/*.txt | sed 's/#.*//' | grep -v '^\s*$' | sort -u)
 if [ -n "$pip_reqs" ]; then
   # shellcheck disable=SC2086
-  python3 -m pip install -q --disable-pip-version-check $pip_reqs 2>&1 | grep -v -i 'warning: running pip as' || true
-  python3 -m pip install -q --disable-pip-version-check $pip_reqs >/dev/null
+  PIP_ROOT_USER_ACTION=ignore python3 -m pip install -q --disable-pip-version-check $pip_reqs
 fi

@@ -210,10 +210,12 @@ void strided_copy_host(const Tensor& src, Tensor& dst) {
 }
 
 DeviceCopyFn g_device_copy = nullptr;
+DeviceStridedCopyFn g_device_strided_copy = nullptr;
 
 }  // namespace
 
 void register_device_copy(DeviceCopyFn fn) { g_device_copy = fn; }
+void register_device_strided_copy(DeviceStridedCopyFn fn) { g_device_strided_copy = fn; }
 
 void device_copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes) {
   if (dst_dev == Device::CPU && src_dev == Device::CPU) {
@@ -231,8 +233,12 @@ void copy_into(const Tensor& src, Tensor& dst) {
     device_copy(dst.raw(), dst.device(), src.raw(), src.device(), src.nbytes());
     return;
   }
+  if (src.device() != Device::CPU && src.device() == dst.device() && g_device_strided_copy) {
+    g_device_strided_copy(src, dst);
+    return;
+  }
   INGOT_CHECK(src.device() == Device::CPU && dst.device() == Device::CPU,
-              "strided device copies go through the backend");
+              "strided copies across devices: make the source contiguous first");
   INGOT_CHECK(!is_quantized(src.dtype()));
   strided_copy_host(src, dst);
 }

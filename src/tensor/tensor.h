@@ -105,6 +105,9 @@ void copy_into(const Tensor& src, Tensor& dst);
 using DeviceCopyFn = void (*)(void* dst, Device dst_dev, const void* src, Device src_dev,
                               size_t bytes);
 void register_device_copy(DeviceCopyFn fn);
+// Backend hook for strided copies inside one device (same shape and dtype).
+using DeviceStridedCopyFn = void (*)(const Tensor& src, Tensor& dst);
+void register_device_strided_copy(DeviceStridedCopyFn fn);
 void device_copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes);
 
 }  // namespace ingot

@@ -1,0 +1,228 @@
+// CudaBackend: adapts Tensors to the kernels and cuBLAS. Activations are
+// float32 (as on the CPU); bf16/f16 weights run through cuBLAS with the
+// activations rounded to the weight type and float32 accumulation.
+#include "backend/cuda/cuda_backend.h"
+
+#include <cstring>
+#include <vector>
+
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/runtime.h"
+#include "ops/backend.h"
+#include "tensor/tensor.h"
+
+namespace ingot::cuda {
+
+namespace {
+
+Tensor dev_f32(const Tensor& t) {
+  Tensor c = t.device() == Device::CUDA ? t : t.to(Device::CUDA);
+  c = c.contiguous();
+  if (c.dtype() == DType::F32) return c;
+  Tensor o = Tensor::empty(c.shape(), DType::F32, Device::CUDA);
+  launch_cast(c.raw(), c.dtype(), o.raw(), DType::F32, c.numel());
+  return o;
+}
+
+int64_t rows_of(const Tensor& t) { return t.ndim() ? t.numel() / t.dim(-1) : 1; }
+
+cudaDataType_t cuda_type(DType t) {
+  switch (t) {
+    case DType::F32: return CUDA_R_32F;
+    case DType::BF16: return CUDA_R_16BF;
+    case DType::F16: return CUDA_R_16F;
+    default: fail(ErrorKind::Unsupported, "no cuBLAS type for ", dtype_name(t));
+  }
+}
+
+class CudaBackend final : public Backend {
+ public:
+  Device device() const override { return Device::CUDA; }
+  DType activation_dtype(DType) const override { return DType::F32; }
+
+  Tensor linear(const Tensor& x_in, const Weight& w, const Tensor* bias) override {
+    if (w.is_affine() || is_quantized(w.dtype()))
+      fail(ErrorKind::Unsupported, "CUDA kernels for ", w.is_affine() ? "affine" : dtype_name(w.dtype()),
+           " weights are not available");
+    Tensor x = dev_f32(x_in);
+    const int64_t k = x.dim(-1), n = rows_of(x), m = w.rows();
+    if (w.cols() != k) fail(ErrorKind::BadFormat, "linear: input width ", k, " vs weight ", w.data.describe());
+    INGOT_CHECK(w.data.device() == Device::CUDA && w.data.stride(1) == 1);
+    std::vector<int64_t> shape = x.shape().vec();
+    shape.back() = m;
+    Tensor y = Tensor::empty(Shape(shape), DType::F32, Device::CUDA);
+    const DType wt = w.dtype();
+    Tensor xin = x;
+    if (wt != DType::F32) {
+      xin = Tensor::empty(x.shape(), wt, Device::CUDA);
+      launch_cast(x.raw(), DType::F32, xin.raw(), wt, x.numel());
+    }
+    const float one = 1.0f, zero = 0.0f;
+    // Row-major y[n,m] = x[n,k] · W[m,k]ᵀ is column-major yᵀ[m,n] = Wᵀᵀ·xᵀ.
+    CUBLAS_OK(cublasGemmEx(cublas(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(m), static_cast<int>(n),
+                           static_cast<int>(k), &one, w.data.raw(), cuda_type(wt), static_cast<int>(w.data.stride(0)),
+                           xin.raw(), cuda_type(wt), static_cast<int>(k), &zero, y.raw(), CUDA_R_32F,
+                           static_cast<int>(m), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    if (bias && bias->defined()) {
+      Tensor b = dev_f32(*bias);
+      launch_add_bias(y.data<float>(), b.data<float>(), n, m);
+    }
+    return y;
+  }
+
+  Tensor matmul(const Tensor& a_in, const Tensor& b_in) override {
+    Tensor a = dev_f32(a_in), b = dev_f32(b_in);
+    const int64_t n = a.dim(0), k = a.dim(1), m = b.dim(1);
+    Tensor y = Tensor::empty({n, m}, DType::F32, Device::CUDA);
+    const float one = 1.0f, zero = 0.0f;
+    // Column-major yᵀ[m,n] = bᵀ[m,k] · aᵀ[k,n].
+    CUBLAS_OK(cublasSgemm(cublas(), CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(m), static_cast<int>(n),
+                          static_cast<int>(k), &one, b.data<float>(), static_cast<int>(m), a.data<float>(),
+                          static_cast<int>(k), &zero, y.data<float>(), static_cast<int>(m)));
+    return y;
+  }
+
+  Tensor embedding(const Weight& table, const Tensor& ids_in) override {
+    if (table.is_affine() || is_quantized(table.dtype()))
+      fail(ErrorKind::Unsupported, "CUDA embedding for quantized tables is not available");
+    Tensor ids = ids_in.to(Device::CUDA).contiguous();
+    const int64_t n = ids.numel(), d = table.cols();
+    Tensor out = Tensor::empty({n, d}, DType::F32, Device::CUDA);
+    launch_embedding(table.data.raw(), table.dtype(), table.data.stride(0), ids.data<int32_t>(), n, d,
+                     out.data<float>());
+    return out;
+  }
+
+  Tensor rms_norm(const Tensor& x_in, const Tensor& w_in, float eps, bool unit) override {
+    Tensor x = dev_f32(x_in), w = dev_f32(w_in);
+    Tensor y = Tensor::empty(x.shape(), DType::F32, Device::CUDA);
+    launch_rms_norm(x.data<float>(), w.data<float>(), y.data<float>(), rows_of(x), x.dim(-1), eps, unit);
+    return y;
+  }
+
+  Tensor layer_norm(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, float eps) override {
+    Tensor x = dev_f32(x_in), w = dev_f32(w_in);
+    Tensor b = b_in.defined() ? dev_f32(b_in) : Tensor();
+    Tensor y = Tensor::empty(x.shape(), DType::F32, Device::CUDA);
+    launch_layer_norm(x.data<float>(), w.data<float>(), b.defined() ? b.data<float>() : nullptr, y.data<float>(),
+                      rows_of(x), x.dim(-1), eps);
+    return y;
+  }
+
+  void rope_inplace(Tensor& x, const Tensor& positions, const RopeSpec& spec) override {
+    INGOT_CHECK(x.device() == Device::CUDA && x.dtype() == DType::F32 && x.is_contiguous() && x.ndim() == 3);
+    Tensor pos = positions.to(Device::CUDA).contiguous();
+    launch_rope(x.data<float>(), pos.data<int32_t>(), x.dim(0), x.dim(1), x.dim(2), spec);
+  }
+
+  Tensor softmax(const Tensor& x_in) override {
+    Tensor x = dev_f32(x_in);
+    Tensor y = Tensor::empty(x.shape(), DType::F32, Device::CUDA);
+    launch_softmax(x.data<float>(), y.data<float>(), rows_of(x), x.dim(-1));
+    return y;
+  }
+
+  Tensor unary(UnaryOp op, const Tensor& x_in) override {
+    Tensor x = dev_f32(x_in);
+    Tensor y = Tensor::empty(x.shape(), DType::F32, Device::CUDA);
+    launch_unary(op, x.data<float>(), y.data<float>(), x.numel());
+    return y;
+  }
+
+  Tensor binary(BinaryOp op, const Tensor& a_in, const Tensor& b_in) override {
+    Tensor a = dev_f32(a_in), b = dev_f32(b_in);
+    INGOT_CHECK(b.numel() > 0 && a.numel() % b.numel() == 0, "binary op shapes ", a.describe(), " ", b.describe());
+    Tensor y = Tensor::empty(a.shape(), DType::F32, Device::CUDA);
+    launch_binary(op, a.data<float>(), b.data<float>(), y.data<float>(), a.numel(), b.numel());
+    return y;
+  }
+
+  Tensor glu(GluOp op, const Tensor& g_in, const Tensor& u_in) override {
+    Tensor g = dev_f32(g_in), u = dev_f32(u_in);
+    INGOT_CHECK(g.shape() == u.shape());
+    Tensor y = Tensor::empty(g.shape(), DType::F32, Device::CUDA);
+    launch_glu(op, g.data<float>(), u.data<float>(), y.data<float>(), g.numel());
+    return y;
+  }
+
+  Tensor scale(const Tensor& x_in, float s) override {
+    Tensor x = dev_f32(x_in);
+    Tensor y = Tensor::empty(x.shape(), DType::F32, Device::CUDA);
+    launch_scale(x.data<float>(), y.data<float>(), x.numel(), s, 0.0f);
+    return y;
+  }
+
+  Tensor softcap(const Tensor& x_in, float cap) override {
+    Tensor x = dev_f32(x_in);
+    Tensor y = Tensor::empty(x.shape(), DType::F32, Device::CUDA);
+    launch_scale(x.data<float>(), y.data<float>(), x.numel(), 1.0f, cap);
+    return y;
+  }
+
+  Tensor attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const AttnParams& p) override {
+    Tensor q = dev_f32(q_in);
+    Tensor k = k_in.to(Device::CUDA).contiguous(), v = v_in.to(Device::CUDA).contiguous();
+    if (k.dtype() != DType::F32 && k.dtype() != DType::BF16) k = dev_f32(k);
+    if (v.dtype() != k.dtype()) v = k.dtype() == DType::F32 ? dev_f32(v) : cast(v, k.dtype());
+    const int64_t t = q.dim(0), h = q.dim(1), d = q.dim(2), s = k.dim(0), kvh = k.dim(1), dv = v.dim(2);
+    INGOT_CHECK(k.dim(2) == d && v.dim(0) == s && h % kvh == 0);
+    Tensor out = Tensor::empty({t, h, dv}, DType::F32, Device::CUDA);
+    launch_attention(q.data<float>(), k.raw(), v.raw(), k.dtype(), out.data<float>(), t, h, d, s, kvh, dv, p);
+    return out;
+  }
+
+  Tensor argmax(const Tensor& logits) override {
+    Tensor l = dev_f32(logits);
+    const int64_t n = rows_of(l);
+    Tensor out = Tensor::empty({n}, DType::I32, Device::CUDA);
+    launch_argmax(l.data<float>(), out.data<int32_t>(), n, l.dim(-1));
+    return out;
+  }
+
+  Tensor cast(const Tensor& x_in, DType dt) override {
+    Tensor x = x_in.to(Device::CUDA).contiguous();
+    if (x.dtype() == dt) return x;
+    Tensor y = Tensor::empty(x.shape(), dt, Device::CUDA);
+    launch_cast(x.raw(), x.dtype(), y.raw(), dt, x.numel());
+    return y;
+  }
+
+  Tensor gather_rows(const Tensor& x_in, const std::vector<int64_t>& rows) override {
+    Tensor x = x_in.to(Device::CUDA).contiguous();
+    std::vector<int64_t> shape = x.shape().vec();
+    const int64_t n = shape[0];
+    shape[0] = static_cast<int64_t>(rows.size());
+    Tensor out = Tensor::empty(Shape(shape), x.dtype(), Device::CUDA);
+    for (int64_t r : rows) INGOT_CHECK(r >= 0 && r < n);
+    Tensor idx = Tensor::empty({static_cast<int64_t>(rows.size())}, DType::I64, Device::CUDA);
+    device_copy(idx.raw(), Device::CUDA, rows.data(), Device::CPU, rows.size() * sizeof(int64_t));
+    launch_gather_rows(x.raw(), out.raw(), idx.data<int64_t>(), static_cast<int64_t>(rows.size()),
+                       n ? static_cast<int64_t>(x.nbytes()) / n : 0);
+    return out;
+  }
+
+  Tensor concat_rows(const std::vector<Tensor>& parts) override {
+    std::vector<int64_t> shape = parts.at(0).shape().vec();
+    int64_t total = 0;
+    for (const Tensor& p : parts) total += p.dim(0);
+    shape[0] = total;
+    Tensor out = Tensor::empty(Shape(shape), parts[0].dtype(), Device::CUDA);
+    size_t off = 0;
+    for (const Tensor& p : parts) {
+      Tensor c = p.to(Device::CUDA).contiguous();
+      CUDA_OK(cudaMemcpyAsync(static_cast<uint8_t*>(out.raw()) + off, c.raw(), c.nbytes(), cudaMemcpyDeviceToDevice,
+                              stream()));
+      off += c.nbytes();
+    }
+    return out;
+  }
+};
+
+}  // namespace
+
+void install_backend() {
+  static CudaBackend* b = new CudaBackend();
+  register_backend(Device::CUDA, b);
+}
+
+}  // namespace ingot::cuda

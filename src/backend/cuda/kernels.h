@@ -1,0 +1,28 @@
+// Launchers for the CUDA kernels (all on the backend's stream). Pointers are
+// device pointers; activations are float32; `n` rows of width `d`.
+#pragma once
+#include <cstdint>
+
+#include "ops/backend.h"
+#include "tensor/dtype.h"
+
+namespace ingot::cuda {
+
+void launch_cast(const void* src, DType st, void* dst, DType dt, int64_t n);
+void launch_embedding(const void* table, DType tdt, int64_t row_stride, const int32_t* ids, int64_t n, int64_t d,
+                      float* out);
+void launch_rms_norm(const float* x, const float* w, float* y, int64_t n, int64_t d, float eps, bool unit_offset);
+void launch_layer_norm(const float* x, const float* w, const float* b, float* y, int64_t n, int64_t d, float eps);
+void launch_rope(float* x, const int32_t* pos, int64_t t, int64_t h, int64_t d, const RopeSpec& spec);
+void launch_softmax(const float* x, float* y, int64_t n, int64_t d);
+void launch_unary(UnaryOp op, const float* x, float* y, int64_t n);
+void launch_binary(BinaryOp op, const float* a, const float* b, float* y, int64_t n, int64_t bn);
+void launch_glu(GluOp op, const float* g, const float* u, float* y, int64_t n);
+void launch_scale(const float* x, float* y, int64_t n, float s, float softcap);
+void launch_add_bias(float* y, const float* b, int64_t n, int64_t m);
+void launch_attention(const float* q, const void* k, const void* v, DType kvdt, float* out, int64_t t, int64_t h,
+                      int64_t d, int64_t s, int64_t kvh, int64_t dv, const AttnParams& p);
+void launch_argmax(const float* x, int32_t* out, int64_t n, int64_t v);
+void launch_gather_rows(const void* x, void* y, const int64_t* rows, int64_t nrows, int64_t row_bytes);
+
+}  // namespace ingot::cuda

@@ -1,0 +1,160 @@
+#include "backend/cuda/runtime.h"
+
+#include <map>
+#include <mutex>
+
+#include "backend/cuda/cuda_backend.h"
+#include "tensor/storage.h"
+#include "tensor/tensor.h"
+
+namespace ingot::cuda {
+
+void fail_cuda(const char* what, cudaError_t e, const char* file, int line) {
+  fail(e == cudaErrorMemoryAllocation ? ErrorKind::ResourceExhausted : ErrorKind::Internal, "CUDA error ",
+       cudaGetErrorString(e), " in ", what, " (", file, ":", line, ")");
+}
+
+void fail_cublas(const char* what, cublasStatus_t s, const char* file, int line) {
+  fail(ErrorKind::Internal, "cuBLAS error ", static_cast<int>(s), " in ", what, " (", file, ":", line, ")");
+}
+
+cudaStream_t stream() {
+  static cudaStream_t s = [] {
+    cudaStream_t st;
+    CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    return st;
+  }();
+  return s;
+}
+
+cublasHandle_t cublas() {
+  static cublasHandle_t h = [] {
+    cublasHandle_t hh;
+    CUBLAS_OK(cublasCreate(&hh));
+    CUBLAS_OK(cublasSetStream(hh, stream()));
+    // Parity runs need exact float32 GEMMs: no TF32.
+    CUBLAS_OK(cublasSetMathMode(hh, CUBLAS_DEFAULT_MATH));
+    return hh;
+  }();
+  return h;
+}
+
+namespace {
+
+// Caching allocator: freed blocks go back to a size-bucketed free list and
+// are reused by later allocations. All work runs on one stream, so a block
+// freed on the host may be handed out again while earlier kernels that used
+// it are still queued: stream order makes that safe.
+class DevicePool {
+ public:
+  void* acquire(size_t bytes, size_t* rounded) {
+    size_t r = round_up(bytes);
+    *rounded = r;
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = free_.find(r);
+    if (it != free_.end()) {
+      void* p = it->second;
+      free_.erase(it);
+      cached_ -= r;
+      live_ += r;
+      peak_ = std::max(peak_, live_);
+      return p;
+    }
+    void* p = nullptr;
+    cudaError_t e = cudaMalloc(&p, r);
+    if (e != cudaSuccess) {
+      // Give cached blocks back and try once more before failing.
+      (void)cudaGetLastError();
+      release_cached_locked();
+      CUDA_OK(cudaMalloc(&p, r));
+    }
+    live_ += r;
+    peak_ = std::max(peak_, live_);
+    return p;
+  }
+  void release(void* p, size_t r) {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_ -= r;
+    free_.emplace(r, p);
+    cached_ += r;
+  }
+  DeviceMemoryStats stats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return {live_, cached_, peak_};
+  }
+
+ private:
+  static size_t round_up(size_t b) {
+    if (b < 512) return 512;
+    size_t p = 512;
+    while (p < b) p <<= 1;
+    size_t step = p >= 4096 ? p / 8 : 512;
+    return (b + step - 1) / step * step;
+  }
+  void release_cached_locked() {
+    cudaStreamSynchronize(stream());
+    for (auto& [sz, p] : free_) cudaFree(p);
+    free_.clear();
+    cached_ = 0;
+  }
+  std::mutex mu_;
+  std::multimap<size_t, void*> free_;
+  size_t live_ = 0, cached_ = 0, peak_ = 0;
+};
+
+DevicePool& pool() {
+  static DevicePool* p = new DevicePool();
+  return *p;
+}
+
+class CudaStorage final : public Storage {
+ public:
+  explicit CudaStorage(size_t bytes) : Storage(nullptr, bytes, Device::CUDA, false) {
+    data_ = pool().acquire(bytes, &rounded_);
+  }
+  ~CudaStorage() override { pool().release(data_, rounded_); }
+
+ private:
+  size_t rounded_ = 0;
+};
+
+std::shared_ptr<Storage> allocate(size_t bytes) { return std::make_shared<CudaStorage>(bytes); }
+
+void copy(void* dst, Device dd, const void* src, Device sd, size_t bytes) {
+  if (bytes == 0) return;
+  cudaMemcpyKind kind = dd == Device::CUDA ? (sd == Device::CUDA ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+                                           : cudaMemcpyDeviceToHost;
+  CUDA_OK(cudaMemcpyAsync(dst, src, bytes, kind, stream()));
+  // Host memory must be valid (and filled) when the call returns.
+  if (kind != cudaMemcpyDeviceToDevice) CUDA_OK(cudaStreamSynchronize(stream()));
+}
+
+}  // namespace
+
+DeviceMemoryStats memory_stats() { return pool().stats(); }
+
+void synchronize() { CUDA_OK(cudaStreamSynchronize(stream())); }
+
+bool available() {
+  static const bool ok = [] {
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+  }();
+  return ok;
+}
+
+void install_backend();            // cuda_backend.cpp
+void strided_copy(const Tensor& src, Tensor& dst);  // kernels.cu
+
+void try_install() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (!available()) return;
+    register_device_allocator(Device::CUDA, &allocate);
+    register_device_copy(&copy);
+    register_device_strided_copy(&strided_copy);
+    install_backend();
+  });
+}
+
+}  // namespace ingot::cuda

@@ -1,0 +1,117 @@
+// Every CUDA op against the CPU backend on random inputs (GPU machine only:
+// ctest label "gpu").
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "backend/cuda/cuda_backend.h"
+#include "ops/ops.h"
+
+using namespace ingot;
+
+namespace {
+
+Tensor randn(const Shape& s, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> nd(0.0f, scale);
+  std::vector<float> v(static_cast<size_t>(s.numel()));
+  for (float& x : v) x = nd(g);
+  return Tensor::from_f32(v, s);
+}
+
+double rel(const Tensor& a, const Tensor& b) {
+  auto x = a.to_f32_vector(), y = b.to_f32_vector();
+  EXPECT_EQ(x.size(), y.size());
+  double num = 0, den = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    num += (x[i] - y[i]) * double(x[i] - y[i]);
+    den += double(y[i]) * y[i];
+  }
+  return std::sqrt(num / (den + 1e-30));
+}
+
+Tensor gpu(const Tensor& t) { return t.to(Device::CUDA); }
+
+class CudaOps : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(cuda::available()) << "no CUDA device"; }
+};
+
+}  // namespace
+
+TEST_F(CudaOps, LinearF32AndBf16) {
+  for (int64_t n : {1, 3, 17, 64}) {
+    Tensor x = randn({n, 96}, 1);
+    Weight w;
+    w.data = randn({70, 96}, 2);
+    Weight wg;
+    wg.data = gpu(w.data);
+    Tensor bias = randn({70}, 3);
+    EXPECT_LT(rel(ops::linear(gpu(x), wg, &bias), ops::linear(x, w, &bias)), 1e-5) << n;
+    Weight wb;
+    wb.data = w.data.to(DType::BF16);
+    Weight wbg;
+    wbg.data = gpu(wb.data);
+    // cuBLAS rounds x to bf16 like a bf16 reference would: loose bound.
+    EXPECT_LT(rel(ops::linear(gpu(x), wbg), ops::linear(x, wb)), 1e-2) << n;
+  }
+}
+
+TEST_F(CudaOps, NormsActivationsSoftmax) {
+  Tensor x = randn({5, 300}, 4), w = randn({300}, 5), b = randn({300}, 6);
+  EXPECT_LT(rel(ops::rms_norm(gpu(x), w, 1e-6f), ops::rms_norm(x, w, 1e-6f)), 1e-5);
+  EXPECT_LT(rel(ops::rms_norm(gpu(x), w, 1e-6f, true), ops::rms_norm(x, w, 1e-6f, true)), 1e-5);
+  EXPECT_LT(rel(ops::layer_norm(gpu(x), w, b, 1e-5f), ops::layer_norm(x, w, b, 1e-5f)), 1e-5);
+  EXPECT_LT(rel(ops::softmax(gpu(x)), ops::softmax(x)), 1e-5);
+  for (UnaryOp op : {UnaryOp::Silu, UnaryOp::GeluTanh, UnaryOp::Gelu, UnaryOp::Sigmoid, UnaryOp::Tanh})
+    EXPECT_LT(rel(ops::unary(op, gpu(x)), ops::unary(op, x)), 1e-5);
+  Tensor y = randn({5, 300}, 7);
+  EXPECT_LT(rel(ops::swiglu(gpu(x), gpu(y)), ops::swiglu(x, y)), 1e-5);
+  EXPECT_LT(rel(ops::geglu_tanh(gpu(x), gpu(y)), ops::geglu_tanh(x, y)), 1e-5);
+  EXPECT_LT(rel(ops::add(gpu(x), gpu(w)), ops::add(x, w)), 1e-6);
+  EXPECT_LT(rel(ops::mul(gpu(x), gpu(y)), ops::mul(x, y)), 1e-6);
+  EXPECT_LT(rel(ops::softcap(gpu(x), 2.0f), ops::softcap(x, 2.0f)), 1e-5);
+}
+
+TEST_F(CudaOps, RopeAndAttention) {
+  RopeSpec spec;
+  spec.rotary_dim = 16;
+  for (int i = 0; i < 8; ++i) spec.inv_freq.push_back(std::pow(10000.0f, -i / 8.0f));
+  Tensor pos = Tensor::from_i32({3, 4, 5, 6, 7}, {5});
+  Tensor q = randn({5, 4, 32}, 8);
+  Tensor qc = q.clone(), qg = gpu(q);
+  ops::rope_inplace(qc, pos, spec);
+  ops::rope_inplace(qg, pos, spec);
+  EXPECT_LT(rel(qg, qc), 1e-5);
+  Tensor k = randn({300, 2, 32}, 9), v = randn({300, 2, 24}, 10), qa = randn({5, 4, 32}, 11);
+  for (int64_t window : {0, 7}) {
+    AttnParams p;
+    p.scale = 0.17f;
+    p.q_offset = 295;
+    p.window = window;
+    EXPECT_LT(rel(ops::attention(gpu(qa), gpu(k), gpu(v), p), ops::attention(qa, k, v, p)), 1e-5);
+    Tensor kb = k.to(DType::BF16), vb = v.to(DType::BF16);
+    EXPECT_LT(rel(ops::attention(gpu(qa), gpu(kb), gpu(vb), p), ops::attention(qa, kb, vb, p)), 1e-5);
+  }
+}
+
+TEST_F(CudaOps, ArgmaxTieRuleAndNonFinite) {
+  Tensor l = Tensor::from_f32({1, 5, 5, 2, NAN, 1, 1, 1, 0, 9, 9, 9}, {3, 4});
+  EXPECT_EQ(ops::argmax(gpu(l)).to_i32_vector(), (std::vector<int32_t>{1, 0, 1}));
+  Tensor big = randn({3, 100000}, 12);
+  EXPECT_EQ(ops::argmax(gpu(big)).to_i32_vector(), ops::argmax(big).to_i32_vector());
+}
+
+TEST_F(CudaOps, EmbeddingGatherConcatAndStridedCopy) {
+  Weight t;
+  t.data = gpu(randn({50, 16}, 13).to(DType::BF16));
+  Weight tc;
+  tc.data = t.data.to(Device::CPU);
+  Tensor ids = Tensor::from_i32({3, 0, 49}, {3});
+  EXPECT_EQ(ops::embedding(t, ids).to_f32_vector(), ops::embedding(tc, ids).to_f32_vector());
+  Tensor x = randn({6, 8}, 14);
+  EXPECT_EQ(ops::gather_rows(gpu(x), {5, 1}).to_f32_vector(), ops::gather_rows(x, {5, 1}).to_f32_vector());
+  EXPECT_EQ(ops::concat_rows({gpu(x), gpu(x)}).to_f32_vector(), ops::concat_rows({x, x}).to_f32_vector());
+  EXPECT_EQ(gpu(x).transpose(0, 1).contiguous().to_f32_vector(), x.transpose(0, 1).contiguous().to_f32_vector());
+}

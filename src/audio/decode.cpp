@@ -1,0 +1,170 @@
+#include "audio/decode.h"
+
+#include <cstring>
+#include <memory>
+
+#include "util/error.h"
+
+extern "C" {
+#include <libavcodec/avcodec.h>
+#include <libavformat/avformat.h>
+#include <libavutil/opt.h>
+#include <libswresample/swresample.h>
+}
+
+namespace ingot::audio {
+
+namespace {
+
+std::string av_err(int e) {
+  char buf[AV_ERROR_MAX_STRING_SIZE] = {0};
+  av_strerror(e, buf, sizeof(buf));
+  return buf;
+}
+
+// In-memory input for avformat (uploads arrive as bytes).
+struct MemoryReader {
+  const std::string* data;
+  size_t pos = 0;
+  static int read(void* opaque, uint8_t* buf, int size) {
+    auto* r = static_cast<MemoryReader*>(opaque);
+    size_t left = r->data->size() - r->pos;
+    if (left == 0) return AVERROR_EOF;
+    size_t n = std::min(left, static_cast<size_t>(size));
+    std::memcpy(buf, r->data->data() + r->pos, n);
+    r->pos += n;
+    return static_cast<int>(n);
+  }
+  static int64_t seek(void* opaque, int64_t off, int whence) {
+    auto* r = static_cast<MemoryReader*>(opaque);
+    int64_t size = static_cast<int64_t>(r->data->size());
+    if (whence == AVSEEK_SIZE) return size;
+    int64_t np = whence == SEEK_SET ? off : whence == SEEK_CUR ? static_cast<int64_t>(r->pos) + off : size + off;
+    if (np < 0 || np > size) return -1;
+    r->pos = static_cast<size_t>(np);
+    return np;
+  }
+};
+
+struct Decoder {
+  AVFormatContext* fmt = nullptr;
+  AVCodecContext* codec = nullptr;
+  SwrContext* swr = nullptr;
+  AVPacket* pkt = nullptr;
+  AVFrame* frame = nullptr;
+  AVIOContext* avio = nullptr;
+  ~Decoder() {
+    av_frame_free(&frame);
+    av_packet_free(&pkt);
+    swr_free(&swr);
+    avcodec_free_context(&codec);
+    avformat_close_input(&fmt);
+    if (avio) {
+      av_freep(&avio->buffer);
+      avio_context_free(&avio);
+    }
+  }
+};
+
+std::vector<float> run(Decoder& d, const std::string& name, int rate, const DecodeLimits& lim) {
+  int rc = avformat_find_stream_info(d.fmt, nullptr);
+  if (rc < 0) fail(ErrorKind::BadFormat, name, ": not a readable media file (", av_err(rc), ")");
+  int stream = av_find_best_stream(d.fmt, AVMEDIA_TYPE_AUDIO, -1, -1, nullptr, 0);
+  if (stream < 0) fail(ErrorKind::BadFormat, name, ": no audio stream");
+  AVStream* st = d.fmt->streams[stream];
+  if (st->duration > 0 && st->time_base.den > 0) {
+    double secs = static_cast<double>(st->duration) * av_q2d(st->time_base);
+    if (secs > lim.max_seconds)
+      fail(ErrorKind::InvalidArgument, name, ": audio is ", static_cast<int64_t>(secs), " s long; the limit is ",
+           static_cast<int64_t>(lim.max_seconds), " s");
+  }
+  const AVCodec* dec = avcodec_find_decoder(st->codecpar->codec_id);
+  if (!dec) fail(ErrorKind::BadFormat, name, ": no decoder for this audio codec");
+  d.codec = avcodec_alloc_context3(dec);
+  if (!d.codec || avcodec_parameters_to_context(d.codec, st->codecpar) < 0)
+    fail(ErrorKind::BadFormat, name, ": cannot set up the audio decoder");
+  rc = avcodec_open2(d.codec, dec, nullptr);
+  if (rc < 0) fail(ErrorKind::BadFormat, name, ": cannot open the audio decoder (", av_err(rc), ")");
+  if (d.codec->ch_layout.nb_channels <= 0) av_channel_layout_default(&d.codec->ch_layout, 1);
+  AVChannelLayout mono = AV_CHANNEL_LAYOUT_MONO;
+  rc = swr_alloc_set_opts2(&d.swr, &mono, AV_SAMPLE_FMT_FLT, rate, &d.codec->ch_layout, d.codec->sample_fmt,
+                           d.codec->sample_rate, 0, nullptr);
+  if (rc < 0 || swr_init(d.swr) < 0) fail(ErrorKind::BadFormat, name, ": unsupported sample format or rate");
+  d.pkt = av_packet_alloc();
+  d.frame = av_frame_alloc();
+  std::vector<float> out;
+  const size_t max_samples = static_cast<size_t>(lim.max_seconds * rate);
+  auto drain = [&](bool flush) {
+    while (true) {
+      int r = flush ? 0 : avcodec_receive_frame(d.codec, d.frame);
+      if (flush) {
+        // Flush the resampler's delay.
+        int n = swr_get_out_samples(d.swr, 0);
+        if (n <= 0) return;
+        size_t old = out.size();
+        out.resize(old + static_cast<size_t>(n));
+        uint8_t* dst = reinterpret_cast<uint8_t*>(out.data() + old);
+        int got = swr_convert(d.swr, &dst, n, nullptr, 0);
+        out.resize(old + static_cast<size_t>(std::max(got, 0)));
+        return;
+      }
+      if (r == AVERROR(EAGAIN) || r == AVERROR_EOF) return;
+      if (r < 0) fail(ErrorKind::BadFormat, name, ": corrupt audio data (", av_err(r), ")");
+      int n = swr_get_out_samples(d.swr, d.frame->nb_samples);
+      size_t old = out.size();
+      out.resize(old + static_cast<size_t>(std::max(n, 0)));
+      uint8_t* dst = reinterpret_cast<uint8_t*>(out.data() + old);
+      int got = swr_convert(d.swr, &dst, n, const_cast<const uint8_t**>(d.frame->extended_data), d.frame->nb_samples);
+      if (got < 0) fail(ErrorKind::BadFormat, name, ": resampling failed");
+      out.resize(old + static_cast<size_t>(got));
+      av_frame_unref(d.frame);
+      if (out.size() > max_samples)
+        fail(ErrorKind::InvalidArgument, name, ": audio is longer than the limit of ",
+             static_cast<int64_t>(lim.max_seconds), " s");
+    }
+  };
+  while ((rc = av_read_frame(d.fmt, d.pkt)) >= 0) {
+    if (d.pkt->stream_index == stream) {
+      int s = avcodec_send_packet(d.codec, d.pkt);
+      if (s < 0 && s != AVERROR(EAGAIN) && s != AVERROR_INVALIDDATA)
+        fail(ErrorKind::BadFormat, name, ": corrupt audio packet (", av_err(s), ")");
+      drain(false);
+    }
+    av_packet_unref(d.pkt);
+  }
+  avcodec_send_packet(d.codec, nullptr);
+  drain(false);
+  drain(true);
+  if (out.empty()) fail(ErrorKind::InvalidArgument, name, ": the audio is empty");
+  return out;
+}
+
+}  // namespace
+
+std::vector<float> decode_file(const std::string& path, int rate, const DecodeLimits& lim) {
+  av_log_set_level(AV_LOG_QUIET);
+  Decoder d;
+  int rc = avformat_open_input(&d.fmt, path.c_str(), nullptr, nullptr);
+  if (rc < 0) {
+    fail(rc == AVERROR(ENOENT) ? ErrorKind::NotFound : ErrorKind::BadFormat, path, ": cannot open audio (",
+         av_err(rc), ")");
+  }
+  return run(d, path, rate, lim);
+}
+
+std::vector<float> decode_memory(const std::string& bytes, int rate, const DecodeLimits& lim) {
+  av_log_set_level(AV_LOG_QUIET);
+  if (bytes.empty()) fail(ErrorKind::InvalidArgument, "the audio file is empty");
+  Decoder d;
+  MemoryReader reader{&bytes};
+  constexpr int kBuf = 1 << 16;
+  auto* buf = static_cast<uint8_t*>(av_malloc(kBuf));
+  d.avio = avio_alloc_context(buf, kBuf, 0, &reader, &MemoryReader::read, nullptr, &MemoryReader::seek);
+  d.fmt = avformat_alloc_context();
+  d.fmt->pb = d.avio;
+  int rc = avformat_open_input(&d.fmt, nullptr, nullptr, nullptr);
+  if (rc < 0) fail(ErrorKind::BadFormat, "upload: not a readable audio file (", av_err(rc), ")");
+  return run(d, "upload", rate, lim);
+}
+
+}  // namespace ingot::audio

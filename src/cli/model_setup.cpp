@@ -29,6 +29,14 @@ CacheOptions cache_options(const ModelFlags& f) {
   return c;
 }
 
+std::function<std::string(const std::vector<int32_t>&)> text_decoder_for(const std::string&) {
+  return [](const std::vector<int32_t>& ids) {
+    std::string s;
+    for (int32_t id : ids) s += (s.empty() ? "" : " ") + std::to_string(id);
+    return s;
+  };
+}
+
 void check_token_ids(const std::vector<int32_t>& ids, int64_t vocab) {
   for (int32_t id : ids)
     if (id < 0 || id >= vocab)

@@ -10,6 +10,10 @@ namespace ingot::cli {
 LoadOptions load_options(const ModelFlags& f);
 std::unique_ptr<Model> load_model_from_flags(const ModelFlags& f);
 CacheOptions cache_options(const ModelFlags& f);
+// Detokenizer for a model directory's tokenizer; without tokenizer files,
+// ids print as numbers.
+std::function<std::string(const std::vector<int32_t>&)> text_decoder_for(const std::string& dir);
+
 // Throws InvalidArgument naming the first id outside [0, vocab).
 void check_token_ids(const std::vector<int32_t>& ids, int64_t vocab);
 

@@ -49,13 +49,13 @@ std::vector<kv::LayerSpec> layout_from_config(const ModelConfig& cfg) {
 int64_t activation_bytes(const ModelConfig& c, int64_t tokens, int64_t logit_rows, int64_t context) {
   const int64_t hid = c.hidden_size, inter = c.intermediate_size;
   const int64_t qkv = (c.num_attention_heads + 2 * c.num_key_value_heads) * c.head_dim;
-  // Live at the MLP: residual, normed input, gate, up, their product.
-  const int64_t mlp = tokens * (2 * hid + 3 * inter);
-  // Live in attention: residual, normed input, q/k/v, the output, and the
-  // float32 view of this layer's keys and values.
-  const int64_t attn = tokens * (2 * hid + qkv + c.num_attention_heads * c.head_dim) +
-                       2 * context * c.num_key_value_heads * c.head_dim;
-  return 4 * (std::max(mlp, attn) + logit_rows * c.vocab_size);
+  // The allocator keeps freed chunks of one pass for the next layer, so the
+  // peak is close to the sum of every distinct intermediate of a layer:
+  // residuals and norms (6 x hidden), gate/up/product (3 x intermediate),
+  // q/k/v and the attention output, plus the float32 view of the keys and
+  // values attention reads, and the logits.
+  const int64_t per_row = 6 * hid + 3 * inter + qkv + c.num_attention_heads * c.head_dim;
+  return 4 * (tokens * per_row + 2 * context * c.num_key_value_heads * c.head_dim + logit_rows * c.vocab_size);
 }
 
 MemoryPrediction predict_memory(const ModelConfig& cfg, DType kv_dtype, int64_t weight_bytes, const FitQuery& q) {

@@ -19,7 +19,7 @@ struct EngineOptions;
 
 // Fixed process cost (code, allocator arenas, thread pool), measured on this
 // build with `ingot fit --measure` on the smallest goldens.
-constexpr int64_t kRuntimeOverheadBytes = 14ll << 20;
+constexpr int64_t kRuntimeOverheadBytes = 5ll << 20;
 
 // KV bytes one token adds to one layer of the given store kind.
 double kv_bytes_per_token_layer(const kv::LayerSpec& s, DType dtype, const std::string& kind);

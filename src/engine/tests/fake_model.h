@@ -29,7 +29,7 @@ class FakeModel final : public Model {
   void logits_row(int32_t token, int64_t position, float* out) const;
   // Called after each forward pass (the caches already hold the new tokens).
   std::function<void(const BatchInput&)> on_forward;
-  int64_t forward_calls = 0, tokens_computed = 0;
+  std::atomic<int64_t> forward_calls{0}, tokens_computed{0};
 
  private:
   ModelConfig cfg_;

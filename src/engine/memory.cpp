@@ -51,10 +51,10 @@ int64_t activation_bytes(const ModelConfig& c, int64_t tokens, int64_t logit_row
   const int64_t qkv = (c.num_attention_heads + 2 * c.num_key_value_heads) * c.head_dim;
   // The allocator keeps freed chunks of one pass for the next layer, so the
   // peak is close to the sum of every distinct intermediate of a layer:
-  // residuals and norms (6 x hidden), gate/up/product (3 x intermediate),
+  // residuals and norms (4 x hidden), gate/up/product (3 x intermediate),
   // q/k/v and the attention output, plus the float32 view of the keys and
   // values attention reads, and the logits.
-  const int64_t per_row = 6 * hid + 3 * inter + qkv + c.num_attention_heads * c.head_dim;
+  const int64_t per_row = 4 * hid + 3 * inter + qkv + c.num_attention_heads * c.head_dim;
   return 4 * (tokens * per_row + 2 * context * c.num_key_value_heads * c.head_dim + logit_rows * c.vocab_size);
 }
 

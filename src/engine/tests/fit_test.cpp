@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <algorithm>
 #include <regex>
 
 #include "engine/memory.h"
@@ -31,15 +32,27 @@ int64_t field(const std::string& out, const std::string& key) {
   return std::stoll(m[1]);
 }
 
-void expect_fit_within_10pct(const std::string& dir, int64_t ctx, int64_t batch, const std::string& kv = "contiguous") {
+// Small models sit near the process's own few MiB, whose peak RSS varies by
+// ~1 MiB run to run (thread start-up, allocator arenas): those take the
+// median of `runs` measurements.
+void expect_fit_within_10pct(const std::string& dir, int64_t ctx, int64_t batch, int runs = 1,
+                             const std::string& kv = "contiguous") {
   ASSERT_TRUE(std::filesystem::exists(kIngot)) << kIngot;
   ASSERT_TRUE(std::filesystem::exists(dir)) << dir;
-  int rc = 0;
-  std::string out = run_cmd(kIngot + " fit " + dir + " --ctx " + std::to_string(ctx) + " --batch " +
-                                std::to_string(batch) + " --kv " + kv + " --measure",
-                            &rc);
-  ASSERT_EQ(rc, 0) << out;
-  const int64_t pred = field(out, "predicted_total_bytes"), meas = field(out, "measured_peak_rss_bytes");
+  std::vector<int64_t> peaks;
+  int64_t pred = 0;
+  std::string out;
+  for (int i = 0; i < runs; ++i) {
+    int rc = 0;
+    out = run_cmd(kIngot + " fit " + dir + " --ctx " + std::to_string(ctx) + " --batch " + std::to_string(batch) +
+                      " --kv " + kv + " --measure",
+                  &rc);
+    ASSERT_EQ(rc, 0) << out;
+    pred = field(out, "predicted_total_bytes");
+    peaks.push_back(field(out, "measured_peak_rss_bytes"));
+  }
+  std::sort(peaks.begin(), peaks.end());
+  const int64_t meas = peaks[peaks.size() / 2];
   ASSERT_GT(pred, 0) << out;
   ASSERT_GT(meas, 0) << out;
   const double err = std::abs(static_cast<double>(pred - meas)) / static_cast<double>(meas);
@@ -77,8 +90,8 @@ TEST(Fit, BadInputIsAClearError) {
 }
 
 TEST(Fit, GoldenModelsWithinTenPercentOfMeasuredPeak) {
-  expect_fit_within_10pct(std::string(INGOT_SHARED_DIR) + "/goldens/llama-float32", 256, 4);
-  expect_fit_within_10pct(std::string(INGOT_SHARED_DIR) + "/goldens/qwen3-bfloat16", 128, 2);
+  expect_fit_within_10pct(std::string(INGOT_SHARED_DIR) + "/goldens/llama-float32", 256, 4, 5);
+  expect_fit_within_10pct(std::string(INGOT_SHARED_DIR) + "/goldens/qwen3-bfloat16", 128, 2, 5);
 }
 
 TEST(Fit, OneBillionShapeWithinTenPercentOfMeasuredPeak) {

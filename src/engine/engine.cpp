@@ -63,18 +63,18 @@ bool Channel::pop(Chunk* out, std::chrono::milliseconds timeout) {
 
 namespace {
 
+// Handles may outlive the engine (a server thread still holding one), so a
+// handle only flips its channel's flag; the engine thread polls the flags at
+// every step and at least every 50 ms when idle.
 class Handle final : public RequestHandle {
  public:
-  Handle(std::shared_ptr<Channel> ch, EngineImpl* e) : ch_(std::move(ch)), engine_(e) {}
+  explicit Handle(std::shared_ptr<Channel> ch) : ch_(std::move(ch)) {}
   ~Handle() override { cancel(); }
   bool next(Chunk* out, std::chrono::milliseconds timeout) override { return ch_->pop(out, timeout); }
-  void cancel() override {
-    if (!ch_->cancelled.exchange(true)) engine_->wake();
-  }
+  void cancel() override { ch_->cancelled.store(true); }
 
  private:
   std::shared_ptr<Channel> ch_;
-  EngineImpl* engine_;
 };
 
 uint64_t fingerprint(const Model& m, const EngineOptions& opt) {
@@ -168,7 +168,7 @@ std::shared_ptr<RequestHandle> EngineImpl::submit(Request req) {
   }
   auto s = std::make_unique<Sequence>();
   s->ch = std::make_shared<Channel>();
-  auto handle = std::make_shared<Handle>(s->ch, this);
+  auto handle = std::make_shared<Handle>(s->ch);
   {
     std::lock_guard<std::mutex> g(mu_);
     if (stopping_) fail(ErrorKind::Internal, "the engine is shut down");

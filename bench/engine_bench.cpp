@@ -126,11 +126,11 @@ int main(int argc, char** argv) {
                 r.tpot_med * 1e3);
     std::fflush(stdout);
   }
-  std::printf("\n## shared prefix: 16 requests, 1024-token common prefix + 32 own tokens, 8 generated, concurrency 4\n");
+  std::printf("\n## shared prefix: 8 requests, 512-token common prefix + 32 own tokens, 8 generated, concurrency 4\n");
   std::printf("| prefix cache | wall s | reused prompt tokens | TTFT median ms |\n| --- | ---: | ---: | ---: |\n");
-  auto prefix = ids(g, 1024, V);
+  auto prefix = ids(g, 512, V);
   std::vector<Request> reqs;
-  for (int i = 0; i < 16; ++i) {
+  for (int i = 0; i < 8; ++i) {
     Request r;
     r.prompt = prefix;
     auto own = ids(g, 32, V);

@@ -95,20 +95,27 @@ TEST(Fit, GoldenModelsWithinTenPercentOfMeasuredPeak) {
 }
 
 TEST(Fit, OneBillionShapeWithinTenPercentOfMeasuredPeak) {
-  // Llama-3.2-1B shapes, bf16, random weights (2.47 GB, streamed to disk).
-  const std::string dir = std::filesystem::temp_directory_path().string() + "/ingot_fit_1b_" + std::to_string(getpid());
-  ingot::testing::LlamaShape s;
-  s.vocab = 128256;
-  s.hidden = 2048;
-  s.inter = 8192;
-  s.layers = 16;
-  s.heads = 32;
-  s.kv_heads = 8;
-  s.head_dim = 64;
-  s.max_pos = 131072;
-  s.tied = true;
-  s.bf16 = true;
-  ingot::testing::write_random_llama(dir, s);
+  // Llama-3.2-1B shapes, bf16, random weights (2.47 GB, streamed to disk once
+  // and kept in the build tree for later runs).
+  const std::string dir = std::string(INGOT_BINARY_DIR) + "/test_data/fit_llama_1b_bf16";
+  if (!std::filesystem::exists(dir + "/complete")) {
+    const std::string tmp = dir + ".partial";
+    std::filesystem::remove_all(tmp);
+    ingot::testing::LlamaShape s;
+    s.vocab = 128256;
+    s.hidden = 2048;
+    s.inter = 8192;
+    s.layers = 16;
+    s.heads = 32;
+    s.kv_heads = 8;
+    s.head_dim = 64;
+    s.max_pos = 131072;
+    s.tied = true;
+    s.bf16 = true;
+    ingot::testing::write_random_llama(tmp, s);
+    { FILE* f = std::fopen((tmp + "/complete").c_str(), "w"); ASSERT_TRUE(f); std::fclose(f); }
+    std::filesystem::remove_all(dir);
+    std::filesystem::rename(tmp, dir);
+  }
   expect_fit_within_10pct(dir, 16, 1);
-  std::filesystem::remove_all(dir);
 }

@@ -288,3 +288,61 @@ TEST(Scheduler, CancelFreesCacheAtOnce) {
   EXPECT_EQ(c.reason, FinishReason::Cancelled);
   EXPECT_EQ(ingot::testing::live_counting_caches().load(), 0);
 }
+
+namespace {
+// Token t decodes to the letter 'a' + t % 26.
+class LetterDecoder final : public TextDecoder {
+ public:
+  class S final : public Stream {
+   public:
+    std::string push(int32_t t) override { return std::string(1, static_cast<char>('a' + t % 26)); }
+    std::string flush() override { return ""; }
+  };
+  std::unique_ptr<Stream> stream(bool) const override { return std::make_unique<S>(); }
+};
+}  // namespace
+
+TEST(Scheduler, StopStringsTextAndPromptLogprobsThroughTheEngine) {
+  FakeModel model;
+  EngineOptions opt;
+  opt.kv = "contiguous";
+  auto eng = start_engine(model, opt, std::make_shared<LetterDecoder>(), {});
+  Request r;
+  r.prompt = {1, 2, 3, 4, 5};
+  r.stop.max_tokens = 40;
+  r.sampling.temperature = 0;
+  // First find the free-running text, then stop on a two-letter piece of it.
+  auto h = eng->submit(r);
+  std::string text;
+  std::vector<int32_t> toks;
+  Chunk c;
+  do {
+    ASSERT_TRUE(h->next(&c, std::chrono::seconds(10)));
+    for (auto& t : c.tokens) {
+      text += t.text;
+      toks.push_back(t.token);
+    }
+  } while (!c.finished);
+  ASSERT_EQ(c.reason, FinishReason::Length);
+  ASSERT_EQ(text.size(), 40u);
+  const std::string stop = text.substr(10, 2);
+  const size_t at = text.find(stop);
+  Request r2 = r;
+  r2.stop.stop_strings = {stop};
+  r2.prompt_logprobs = true;
+  auto h2 = eng->submit(r2);
+  std::string text2;
+  bool first = true;
+  do {
+    ASSERT_TRUE(h2->next(&c, std::chrono::seconds(10)));
+    if (first) {
+      EXPECT_EQ(c.prompt_logprobs.size(), 4u);
+    }
+    first = false;
+    for (auto& t : c.tokens) text2 += t.text;
+  } while (!c.finished);
+  EXPECT_EQ(c.reason, FinishReason::Stop);
+  EXPECT_EQ(c.stop_matched, stop);
+  EXPECT_EQ(text2, text.substr(0, at));
+  EXPECT_EQ(c.usage.completion_tokens, static_cast<int64_t>(at + 2));
+}

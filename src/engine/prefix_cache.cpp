@@ -94,7 +94,17 @@ void PrefixCache::erase(uint64_t id) {
   }
   lru_.erase(it->second.lru);
   bytes_ -= it->second.bytes;
+  std::vector<uint64_t> orphaned = std::move(it->second.hashes);
   entries_.erase(it);
+  // Blocks this entry shared with an older one stay findable through it.
+  for (size_t b = 0; b < orphaned.size(); ++b) {
+    if (index_.count(orphaned[b])) continue;
+    for (const auto& [oid, e] : entries_)
+      if (e.hashes.size() > b && e.hashes[b] == orphaned[b]) {
+        index_[orphaned[b]] = {oid, static_cast<int64_t>(b + 1)};
+        break;
+      }
+  }
 }
 
 bool PrefixCache::evict_one(uint64_t keep) {

@@ -92,6 +92,29 @@ TEST(PrefixCache, ChainLookupForkAndEviction) {
   EXPECT_EQ(pc.lookup(a, 10).tokens, 0);
 }
 
+TEST(PrefixCache, EvictingANewerEntryKeepsSharedBlocksOfAnOlderOne) {
+  auto model = prefix_model();
+  PrefixCache pc(7, 4);
+  auto prefill = [&](const std::vector<int32_t>& ids) {
+    auto c = new_cache(*model);
+    BatchInput in;
+    in.tokens = ids;
+    in.seqs.push_back({c.get(), static_cast<int64_t>(ids.size()), false});
+    model->forward(in);
+    return c;
+  };
+  std::vector<int32_t> a = {1, 2, 3, 4, 5, 6, 7, 8}, b = {1, 2, 3, 4, 9, 9, 9, 9}, q = {1, 2, 3, 4, 0, 0};
+  pc.publish(a, 8, *prefill(a), 1);
+  pc.publish(b, 8, *prefill(b), 1);  // now the shared first block points at b's entry
+  const auto hit_a = pc.lookup(a, 8);
+  ASSERT_EQ(hit_a.tokens, 8);
+  ASSERT_TRUE(pc.evict_one(hit_a.entry));  // evicts b
+  EXPECT_EQ(pc.lookup(b, 8).tokens, 4);    // b's own blocks are gone, the shared one is a's
+  const auto hit_q = pc.lookup(q, 5);
+  EXPECT_EQ(hit_q.tokens, 4);
+  EXPECT_EQ(hit_q.entry, hit_a.entry);
+}
+
 TEST(PrefixCache, SharedLongPrefixIsReusedWithIdenticalLogits) {
   auto base = prefix_model();
   const int32_t V = static_cast<int32_t>(base->vocab_size());

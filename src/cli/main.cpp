@@ -42,6 +42,7 @@ int run(int argc, char** argv) {
   register_logits(app);
   register_generate(app);
   register_transcribe(app);
+  register_fit(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

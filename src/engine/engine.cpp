@@ -1,0 +1,225 @@
+// The engine: request validation, the per-request channels, and the engine
+// thread that owns the model and every cache.
+#include <random>
+#include <sstream>
+
+#include "engine/engine_impl.h"
+#include "engine/memory.h"
+#include "sampling/sampler.h"
+#include "util/error.h"
+#include "util/log.h"
+
+namespace ingot::engine {
+
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::None: return "none";
+    case FinishReason::Stop: return "stop";
+    case FinishReason::Length: return "length";
+    case FinishReason::Cancelled: return "cancelled";
+    case FinishReason::Error: return "error";
+  }
+  return "?";
+}
+
+const char* seq_state_name(SeqState s) {
+  switch (s) {
+    case SeqState::Waiting: return "waiting";
+    case SeqState::Prefilling: return "prefilling";
+    case SeqState::Decoding: return "decoding";
+    case SeqState::Finished: return "finished";
+    case SeqState::Cancelled: return "cancelled";
+  }
+  return "?";
+}
+
+void Channel::push(Chunk c) {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    q_.push_back(std::move(c));
+  }
+  cv_.notify_all();
+}
+
+bool Channel::pop(Chunk* out, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> g(mu_);
+  if (!cv_.wait_for(g, timeout, [&] { return !q_.empty(); })) return false;
+  // Merge everything already queued into one read (up to the final chunk).
+  *out = std::move(q_.front());
+  q_.pop_front();
+  while (!out->finished && !q_.empty()) {
+    Chunk& n = q_.front();
+    for (auto& t : n.tokens) out->tokens.push_back(std::move(t));
+    if (out->prompt_logprobs.empty()) out->prompt_logprobs = std::move(n.prompt_logprobs);
+    out->finished = n.finished;
+    out->reason = n.reason;
+    out->error = std::move(n.error);
+    out->stop_matched = std::move(n.stop_matched);
+    out->usage = n.usage;
+    q_.pop_front();
+  }
+  return true;
+}
+
+namespace {
+
+// Handles may outlive the engine (a server thread still holding one), so a
+// handle only flips its channel's flag; the engine thread polls the flags at
+// every step and at least every 50 ms when idle.
+class Handle final : public RequestHandle {
+ public:
+  explicit Handle(std::shared_ptr<Channel> ch) : ch_(std::move(ch)) {}
+  ~Handle() override { cancel(); }
+  bool next(Chunk* out, std::chrono::milliseconds timeout) override { return ch_->pop(out, timeout); }
+  void cancel() override { ch_->cancelled.store(true); }
+
+ private:
+  std::shared_ptr<Channel> ch_;
+};
+
+uint64_t fingerprint(const Model& m, const EngineOptions& opt) {
+  std::ostringstream os;
+  os << m.config().model_type << '|' << m.weight_bytes() << '|' << opt.kv << '|' << static_cast<int>(m.kv_dtype());
+  for (const auto& l : m.cache_layout()) os << '|' << l.kv_heads << ',' << l.head_dim << ',' << l.window;
+  os << '|' << m.config().vocab_size << ',' << m.config().hidden_size;
+  return std::hash<std::string>{}(os.str());
+}
+
+}  // namespace
+
+EngineImpl::EngineImpl(Model& model, const EngineOptions& opt, std::shared_ptr<const TextDecoder> decoder,
+                       std::vector<int32_t> eos)
+    : model_(model), opt_(opt), decoder_(std::move(decoder)), eos_(std::move(eos)) {
+  auto bad = [](auto&&... a) { fail(ErrorKind::InvalidArgument, a...); };
+  if (opt_.max_concurrency <= 0) bad("max_concurrency must be positive");
+  if (opt_.max_queue < 0) bad("max_queue must be >= 0");
+  if (opt_.prefill_chunk <= 0) bad("prefill_chunk must be positive");
+  if (opt_.token_budget < opt_.max_concurrency)
+    bad("token_budget (", opt_.token_budget, ") must cover one decode row per sequence (", opt_.max_concurrency, ")");
+  if (opt_.memory_budget_gb < 0) bad("memory budget must be >= 0 GB");
+  if (opt_.prefix_cache_blocks < 0) bad("prefix_cache_blocks must be >= 0");
+  context_ = opt_.context_length > 0 ? opt_.context_length : model_.config().max_position_embeddings;
+  if (context_ <= 0) bad("context length is unknown: set it explicitly");
+  kv_budget_ = kv_budget_bytes(model_, opt_);
+  layout_ = model_.cache_layout();
+  kv_dtype_ = model_.kv_dtype();
+  new_cache(model_, CacheOptions{opt_.kv, {}});  // fails early on an unknown kind
+  if (opt_.prefix_cache) {
+    prefix_.emplace(fingerprint(model_, opt_));
+    prefix_cap_bytes_ = opt_.prefix_cache_blocks > 0
+                            ? kv_bytes_for_tokens(layout_, kv_dtype_, opt_.kv,
+                                                  opt_.prefix_cache_blocks * prefix_->block_tokens())
+                            : kv_budget_;
+  }
+  stats_.kv_blocks_total = kv_budget_ / std::max<int64_t>(1, kv_bytes_for_tokens(layout_, kv_dtype_, opt_.kv,
+                                                                                 kPrefixBlockTokens));
+  local_ = stats_;
+  thread_ = std::thread([this] { loop(); });
+}
+
+EngineImpl::~EngineImpl() { shutdown(); }
+
+void EngineImpl::shutdown() {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void EngineImpl::validate(Request& r) const {
+  const int64_t V = model_.vocab_size();
+  if (r.prompt.empty()) fail(ErrorKind::InvalidArgument, "the prompt is empty");
+  for (int32_t t : r.prompt)
+    if (t < 0 || t >= V) fail(ErrorKind::InvalidArgument, "prompt token id ", t, " is out of range (vocabulary size ", V, ")");
+  sampling::validate(r.sampling, V);
+  if (r.stop.max_tokens < 0) fail(ErrorKind::InvalidArgument, "max_tokens must be >= 0, got ", r.stop.max_tokens);
+  if (r.stop.max_tokens >= context_)
+    fail(ErrorKind::InvalidArgument, "max_tokens (", r.stop.max_tokens, ") leaves no room for a prompt in the context (",
+         context_, " tokens)");
+  for (const auto& s : r.stop.stop_strings) {
+    if (s.empty()) fail(ErrorKind::InvalidArgument, "stop strings must not be empty");
+    if (!decoder_) fail(ErrorKind::InvalidArgument, "stop strings need a tokenizer, and this engine has none");
+  }
+  for (int32_t t : r.stop.stop_token_ids)
+    if (t < 0 || t >= V) fail(ErrorKind::InvalidArgument, "stop token id ", t, " is out of range (vocabulary size ", V, ")");
+  const int64_t P = static_cast<int64_t>(r.prompt.size());
+  if (P + r.stop.max_tokens > context_) {
+    if (!r.truncate_prompt)
+      fail(ErrorKind::InvalidArgument, "the prompt (", P, " tokens) plus max_tokens (", r.stop.max_tokens,
+           ") exceeds the context length (", context_, " tokens)");
+    r.prompt.erase(r.prompt.begin(), r.prompt.begin() + (P + r.stop.max_tokens - context_));
+  }
+  const int64_t need = kv_bytes_for_tokens(layout_, kv_dtype_, opt_.kv,
+                                           static_cast<int64_t>(r.prompt.size()) + r.stop.max_tokens);
+  if (need > kv_budget_)
+    fail(ErrorKind::ResourceExhausted, "the request needs ", need >> 20, " MiB of KV cache but the memory budget leaves ",
+         kv_budget_ >> 20, " MiB for it");
+}
+
+std::shared_ptr<RequestHandle> EngineImpl::submit(Request req) {
+  try {
+    validate(req);
+  } catch (const Error&) {
+    std::lock_guard<std::mutex> g(mu_);
+    ++stats_.requests_rejected;
+    throw;
+  }
+  auto s = std::make_unique<Sequence>();
+  s->ch = std::make_shared<Channel>();
+  auto handle = std::make_shared<Handle>(s->ch);
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (stopping_) fail(ErrorKind::Internal, "the engine is shut down");
+    if (stats_.waiting >= opt_.max_queue) {
+      ++stats_.requests_rejected;
+      fail(ErrorKind::ResourceExhausted, "the request queue is full (", stats_.waiting, " waiting requests)");
+    }
+    s->id = next_id_++;
+    uint64_t seed = req.sampling.seed ? *req.sampling.seed : std::random_device{}() * 0x100000001ULL + s->id;
+    s->prompt_len = static_cast<int64_t>(req.prompt.size());
+    s->tokens = req.prompt;
+    s->sampler.emplace(req.sampling, seed, req.prompt);
+    s->stop.emplace(req.stop, req.stop.ignore_eos ? std::vector<int32_t>{} : eos_, decoder_.get());
+    s->req = std::move(req);
+    ++stats_.waiting;
+    ++stats_.requests_total;
+    incoming_.push_back(std::move(s));
+  }
+  cv_.notify_all();
+  return handle;
+}
+
+Stats EngineImpl::stats() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return stats_;
+}
+
+void EngineImpl::loop() {
+  for (;;) {
+    bool worked = false;
+    try {
+      worked = step();
+    } catch (const std::exception& e) {
+      // A failure outside a forward pass: end every sequence rather than hang.
+      log::error("engine step failed: ", e.what());
+      for (auto& s : running_) finish(*s, FinishReason::Error, e.what());
+      running_.clear();
+    }
+    std::unique_lock<std::mutex> g(mu_);
+    if (stopping_) break;
+    if (!worked) cv_.wait_for(g, std::chrono::milliseconds(50), [&] { return stopping_ || !incoming_.empty(); });
+    if (stopping_) break;
+  }
+  // Shutdown: everything still pending ends as Cancelled.
+  take_incoming();
+  for (auto& s : running_) finish(*s, FinishReason::Cancelled);
+  for (auto& s : waiting_) finish(*s, FinishReason::Cancelled);
+  running_.clear();
+  waiting_.clear();
+  if (prefix_) prefix_->clear();
+  update_stats();
+}
+
+}  // namespace ingot::engine

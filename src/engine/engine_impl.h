@@ -1,0 +1,109 @@
+// Internals of the engine: per-request channels, sequences and the
+// scheduler loop that runs on the engine thread.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "engine/prefix_cache.h"
+#include "ingot/engine.h"
+#include "models/model.h"
+#include "sampling/sampler.h"
+#include "sampling/stop.h"
+
+namespace ingot::engine {
+
+// What the engine thread hands to the HTTP thread reading one request.
+class Channel {
+ public:
+  void push(Chunk c);
+  bool pop(Chunk* out, std::chrono::milliseconds timeout);
+  std::atomic<bool> cancelled{false};
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Chunk> q_;
+};
+
+enum class SeqState { Waiting, Prefilling, Decoding, Finished, Cancelled };
+const char* seq_state_name(SeqState s);
+
+struct Sequence {
+  uint64_t id = 0;
+  Request req;
+  std::shared_ptr<Channel> ch;
+  SeqState state = SeqState::Waiting;
+  std::unique_ptr<kv::SequenceCache> cache;
+  std::vector<int32_t> tokens;  // prompt, then generated
+  int64_t prompt_len = 0;
+  int64_t computed = 0;          // positions already in the cache
+  int64_t cached_prefix = 0;     // reused from the prefix cache
+  int64_t generated = 0;
+  int64_t reserved_bytes = 0;    // KV bytes set aside at admission
+  std::optional<sampling::SequenceSampler> sampler;
+  std::optional<sampling::StopChecker> stop;
+  std::vector<TokenLogprob> prompt_logprobs;
+  bool first_chunk_sent = false;
+};
+
+class EngineImpl final : public Engine {
+ public:
+  EngineImpl(Model& model, const EngineOptions& opt, std::shared_ptr<const TextDecoder> decoder,
+             std::vector<int32_t> eos);
+  ~EngineImpl() override;
+  std::shared_ptr<RequestHandle> submit(Request req) override;
+  Stats stats() const override;
+  const Model& model() const override { return model_; }
+  void shutdown() override;
+
+  void wake() { cv_.notify_all(); }
+
+ private:
+  void validate(Request& req) const;
+  void loop();
+  // One scheduler iteration on the engine thread; false when idle.
+  bool step();
+  void take_incoming();
+  void reap_cancelled();
+  void admit();
+  bool try_admit(Sequence& s);
+  void run_batch();
+  void finish(Sequence& s, FinishReason reason, const std::string& error = {}, Chunk c = {},
+              std::string matched = {});
+  void publish_prefix(Sequence& s);
+  void emit_token(Sequence& s, const sampling::Sampled& t);
+  void update_stats();
+  int64_t kv_used_bytes() const;
+
+  Model& model_;
+  EngineOptions opt_;
+  std::shared_ptr<const TextDecoder> decoder_;
+  std::vector<int32_t> eos_;
+  int64_t context_ = 0;
+  int64_t kv_budget_ = 0;
+  int64_t reserved_ = 0;
+  std::vector<kv::LayerSpec> layout_;
+  DType kv_dtype_;
+  std::optional<PrefixCache> prefix_;
+  int64_t prefix_cap_bytes_ = 0;
+
+  mutable std::mutex mu_;  // incoming_, stats_, stopping_
+  std::condition_variable cv_;
+  std::deque<std::unique_ptr<Sequence>> incoming_;
+  bool stopping_ = false;
+  Stats stats_;
+  uint64_t next_id_ = 1;
+
+  // Engine-thread state.
+  std::deque<std::unique_ptr<Sequence>> waiting_;
+  std::vector<std::unique_ptr<Sequence>> running_;  // admission order
+  Stats local_;
+  std::thread thread_;
+};
+
+}  // namespace ingot::engine

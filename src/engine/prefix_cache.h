@@ -1,0 +1,71 @@
+// Prefix caching: a hash chain over full blocks of prompt tokens (parent
+// hash, the block's ids, the model fingerprint) indexes published caches.
+// A hit forks the cached prefix with clone() + trim(): O(blocks) metadata on
+// a paged store (copy-on-write blocks), a copy on the contiguous one.
+// Unreferenced entries are evicted least recently used first.
+#pragma once
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "kv/cache.h"
+
+namespace ingot::engine {
+
+constexpr int64_t kPrefixBlockTokens = 16;
+
+class PrefixCache {
+ public:
+  PrefixCache(uint64_t model_fingerprint, int64_t block_tokens = kPrefixBlockTokens);
+
+  // Chain hashes of the full blocks of `tokens`.
+  std::vector<uint64_t> chain(const std::vector<int32_t>& tokens, int64_t limit) const;
+
+  struct Hit {
+    int64_t tokens = 0;  // reusable prefix length (a multiple of the block size)
+    uint64_t entry = 0;  // 0: miss
+  };
+  // Longest cached prefix of tokens[0, limit).
+  Hit lookup(const std::vector<int32_t>& tokens, int64_t limit) const;
+  // A private cache holding the first hit.tokens positions; touches the entry.
+  std::unique_ptr<kv::SequenceCache> fork(const Hit& hit);
+
+  // Publishes the first `tokens` positions (rounded down to full blocks) of
+  // `cache`, which holds at least that many. Returns the bytes it now holds
+  // for this entry (0 when nothing new was stored).
+  bool contains_chain(const std::vector<int32_t>& tokens, int64_t n_tokens) const;
+  void publish(const std::vector<int32_t>& tokens, int64_t n_tokens, const kv::SequenceCache& cache,
+               int64_t entry_bytes);
+
+  // Evicts the least recently used entry; false when empty. `keep` is evicted
+  // only when it is the last one.
+  bool evict_one(uint64_t keep = 0);
+  void clear();
+
+  int64_t bytes() const { return bytes_; }
+  int64_t entries() const { return static_cast<int64_t>(entries_.size()); }
+  int64_t block_tokens() const { return block_; }
+
+ private:
+  struct Entry {
+    std::vector<int32_t> tokens;  // the prefix, to rule out hash collisions
+    std::vector<uint64_t> hashes;
+    std::unique_ptr<kv::SequenceCache> cache;
+    int64_t bytes = 0;
+    std::list<uint64_t>::iterator lru;
+  };
+  void erase(uint64_t id);
+
+  uint64_t fingerprint_;
+  int64_t block_;
+  uint64_t next_id_ = 1;
+  std::unordered_map<uint64_t, Entry> entries_;
+  // Block hash -> (entry, blocks of that entry covered by the hash).
+  std::unordered_map<uint64_t, std::pair<uint64_t, int64_t>> index_;
+  std::list<uint64_t> lru_;  // front: most recent
+  int64_t bytes_ = 0;
+};
+
+}  // namespace ingot::engine

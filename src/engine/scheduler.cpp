@@ -1,0 +1,237 @@
+// The continuous-batching scheduler (engine thread only). Each step:
+// take new requests, drop cancelled ones (their KV goes at once), admit
+// waiting requests in arrival order while the memory budget allows, then run
+// one forward pass packing a decode row per decoding sequence plus chunked
+// prefill (oldest first) under the token budget.
+#include <algorithm>
+#include <cmath>
+
+#include "engine/engine_impl.h"
+#include "engine/memory.h"
+#include "sampling/greedy.h"
+#include "util/error.h"
+
+namespace ingot::engine {
+
+void EngineImpl::take_incoming() {
+  std::lock_guard<std::mutex> g(mu_);
+  while (!incoming_.empty()) {
+    waiting_.push_back(std::move(incoming_.front()));
+    incoming_.pop_front();
+  }
+}
+
+void EngineImpl::finish(Sequence& s, FinishReason reason, const std::string& error, Chunk c, std::string matched) {
+  if (s.state == SeqState::Finished || s.state == SeqState::Cancelled) return;
+  const bool was_waiting = s.state == SeqState::Waiting;
+  s.state = reason == FinishReason::Cancelled ? SeqState::Cancelled : SeqState::Finished;
+  s.cache.reset();
+  reserved_ -= s.reserved_bytes;
+  s.reserved_bytes = 0;
+  c.finished = true;
+  c.reason = reason;
+  c.error = error;
+  c.stop_matched = std::move(matched);
+  c.usage.prompt_tokens = s.prompt_len;
+  c.usage.cached_prompt_tokens = s.cached_prefix;
+  c.usage.completion_tokens = s.generated;
+  if (!s.first_chunk_sent) c.prompt_logprobs = std::move(s.prompt_logprobs);
+  s.first_chunk_sent = true;
+  s.ch->push(std::move(c));
+  if (was_waiting) {
+    std::lock_guard<std::mutex> g(mu_);
+    --stats_.waiting;
+  }
+}
+
+void EngineImpl::reap_cancelled() {
+  for (auto& s : running_)
+    if (s->ch->cancelled.load()) finish(*s, FinishReason::Cancelled);
+  for (auto& s : waiting_)
+    if (s->ch->cancelled.load()) finish(*s, FinishReason::Cancelled);
+  std::erase_if(running_, [](const auto& s) { return s->state == SeqState::Cancelled || s->state == SeqState::Finished; });
+  std::erase_if(waiting_, [](const auto& s) { return s->state == SeqState::Cancelled; });
+}
+
+bool EngineImpl::try_admit(Sequence& s) {
+  const int64_t total = std::min(context_, s.prompt_len + s.req.stop.max_tokens);
+  const int64_t need = kv_bytes_for_tokens(layout_, kv_dtype_, opt_.kv, total);
+  if (reserved_ + need > kv_budget_) return false;
+  // Prefix lookup: never the whole prompt (its last position must be computed
+  // for logits), and not when every prompt position's logits are wanted.
+  PrefixCache::Hit hit;
+  const bool use_prefix = prefix_ && !s.req.prompt_logprobs;
+  if (use_prefix) hit = prefix_->lookup(s.tokens, s.prompt_len - 1);
+  // Make room by evicting cached prefixes, the one we are about to use last.
+  while (prefix_ && prefix_->entries() > 0 && reserved_ + need + prefix_->bytes() > kv_budget_) {
+    prefix_->evict_one(hit.entry);
+    if (hit.entry) hit = prefix_->lookup(s.tokens, s.prompt_len - 1);
+  }
+  if (hit.tokens > 0) {
+    s.cache = prefix_->fork(hit);
+    s.cached_prefix = hit.tokens;
+    s.computed = hit.tokens;
+  } else {
+    s.cache = new_cache(model_, CacheOptions{opt_.kv, {}});
+  }
+  if (use_prefix) {
+    local_.prefix_lookup_tokens += s.prompt_len;
+    local_.prefix_hit_tokens += hit.tokens;
+  }
+  s.reserved_bytes = need;
+  reserved_ += need;
+  s.state = SeqState::Prefilling;
+  return true;
+}
+
+void EngineImpl::admit() {
+  // Strict arrival order: a large request at the head is not overtaken
+  // forever by smaller ones behind it.
+  while (!waiting_.empty() && static_cast<int64_t>(running_.size()) < opt_.max_concurrency) {
+    Sequence& s = *waiting_.front();
+    if (!try_admit(s)) break;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      --stats_.waiting;
+    }
+    local_.prompt_tokens_total += s.prompt_len;
+    running_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+  }
+}
+
+void EngineImpl::publish_prefix(Sequence& s) {
+  if (!prefix_ || s.req.prompt_logprobs) return;
+  const int64_t full = s.prompt_len / prefix_->block_tokens() * prefix_->block_tokens();
+  if (full <= s.cached_prefix || prefix_->contains_chain(s.tokens, full)) return;
+  const int64_t bytes = kv_bytes_for_tokens(layout_, kv_dtype_, opt_.kv, full);
+  if (bytes > prefix_cap_bytes_) return;
+  while (prefix_->entries() > 0 &&
+         (reserved_ + prefix_->bytes() + bytes > kv_budget_ || prefix_->bytes() + bytes > prefix_cap_bytes_))
+    prefix_->evict_one();
+  if (reserved_ + prefix_->bytes() + bytes > kv_budget_) return;
+  prefix_->publish(s.tokens, full, *s.cache, bytes);
+}
+
+void EngineImpl::emit_token(Sequence& s, const sampling::Sampled& t) {
+  s.tokens.push_back(t.token);
+  ++s.generated;
+  ++local_.generated_tokens_total;
+  sampling::StopResult r = s.stop->push(t.token, s.generated);
+  Chunk c;
+  TokenEvent ev;
+  ev.token = t.token;
+  ev.text = std::move(r.text);
+  ev.logprob = t.logprob;
+  ev.top = t.top;
+  c.tokens.push_back(std::move(ev));
+  if (!s.first_chunk_sent) {
+    c.prompt_logprobs = std::move(s.prompt_logprobs);
+    s.first_chunk_sent = true;
+  }
+  if (r.finished)
+    finish(s, r.reason, {}, std::move(c), std::move(r.matched));
+  else
+    s.ch->push(std::move(c));
+}
+
+void EngineImpl::run_batch() {
+  BatchInput in;
+  std::vector<Sequence*> rows;  // one per SeqInput
+  int64_t budget = opt_.token_budget;
+  for (auto& s : running_) {
+    if (s->state != SeqState::Decoding || budget == 0) continue;
+    in.tokens.push_back(s->tokens[static_cast<size_t>(s->computed)]);
+    in.seqs.push_back({s->cache.get(), 1, false});
+    rows.push_back(s.get());
+    --budget;
+  }
+  for (auto& s : running_) {
+    if (s->state != SeqState::Prefilling || budget == 0) continue;
+    const int64_t n = std::min({s->prompt_len - s->computed, opt_.prefill_chunk, budget});
+    in.tokens.insert(in.tokens.end(), s->tokens.begin() + s->computed, s->tokens.begin() + s->computed + n);
+    in.seqs.push_back({s->cache.get(), n, s->req.prompt_logprobs});
+    rows.push_back(s.get());
+    budget -= n;
+  }
+  if (rows.empty()) return;
+  Tensor logits;
+  try {
+    logits = model_.forward(in).to(Device::CPU).contiguous();
+  } catch (const std::exception& e) {
+    for (Sequence* s : rows) finish(*s, FinishReason::Error, e.what());
+    return;
+  }
+  const int64_t V = model_.vocab_size();
+  const float* L = logits.data<float>();
+  int64_t row = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    Sequence& s = *rows[i];
+    const SeqInput& si = in.seqs[i];
+    const int64_t nrows = si.all_logits ? si.n_tokens : 1;
+    if (s.state == SeqState::Prefilling && si.all_logits) {
+      // Row r predicts prompt position computed + r + 1.
+      for (int64_t r = 0; r < si.n_tokens; ++r) {
+        const int64_t pos = s.computed + r + 1;
+        if (pos >= s.prompt_len) break;
+        const float* lr = L + (row + r) * V;
+        const float lse = sampling::row_logsumexp(lr, V);
+        const int32_t tok = s.tokens[static_cast<size_t>(pos)];
+        s.prompt_logprobs.push_back({tok, lr[tok] - lse});
+      }
+    }
+    s.computed += si.n_tokens;
+    const float* last = L + (row + nrows - 1) * V;
+    row += nrows;
+    if (s.state == SeqState::Prefilling) {
+      if (s.computed < s.prompt_len) continue;
+      publish_prefix(s);
+      s.state = SeqState::Decoding;
+      if (s.req.stop.max_tokens == 0) {
+        finish(s, FinishReason::Length);
+        continue;
+      }
+    }
+    emit_token(s, s.sampler->sample(last, V));
+  }
+}
+
+int64_t EngineImpl::kv_used_bytes() const {
+  int64_t used = prefix_ ? prefix_->bytes() : 0;
+  for (const auto& s : running_)
+    if (s->cache) used += kv_bytes_for_tokens(layout_, kv_dtype_, opt_.kv, s->cache->offset());
+  return used;
+}
+
+void EngineImpl::update_stats() {
+  const int64_t block_bytes = std::max<int64_t>(1, kv_bytes_for_tokens(layout_, kv_dtype_, opt_.kv, kPrefixBlockTokens));
+  const int64_t used = kv_used_bytes();
+  std::lock_guard<std::mutex> g(mu_);
+  const int64_t waiting = stats_.waiting, total = stats_.requests_total, rejected = stats_.requests_rejected;
+  stats_ = local_;
+  stats_.waiting = waiting;
+  stats_.requests_total = total;
+  stats_.requests_rejected = rejected;
+  stats_.running = static_cast<int64_t>(running_.size());
+  stats_.kv_bytes_used = static_cast<double>(used);
+  stats_.kv_blocks_used = (used + block_bytes - 1) / block_bytes;
+  stats_.kv_blocks_total = kv_budget_ / block_bytes;
+}
+
+bool EngineImpl::step() {
+  take_incoming();
+  reap_cancelled();
+  admit();
+  const bool busy = !running_.empty();
+  if (busy) run_batch();
+  std::erase_if(running_, [](const auto& s) { return s->state == SeqState::Finished || s->state == SeqState::Cancelled; });
+  update_stats();
+  return busy;
+}
+
+std::unique_ptr<Engine> start_engine(Model& model, const EngineOptions& opt, std::shared_ptr<const TextDecoder> decoder,
+                                     std::vector<int32_t> eos_token_ids) {
+  return std::make_unique<EngineImpl>(model, opt, std::move(decoder), std::move(eos_token_ids));
+}
+
+}  // namespace ingot::engine

@@ -1,0 +1,38 @@
+// A deterministic tiny Model for scheduler tests: one layer of 1x1 K/V (so
+// caches really grow), logits a fixed pseudo-random function of the input
+// token and its position.
+#pragma once
+#include <atomic>
+#include <functional>
+
+#include "models/model.h"
+
+namespace ingot::testing {
+
+// Live caches of kind "counting" (a contiguous store that counts itself).
+std::atomic<int64_t>& live_counting_caches();
+// Token positions held by all live counting caches.
+std::atomic<int64_t>& resident_counting_tokens();
+void register_counting_cache_kind();
+
+class FakeModel final : public Model {
+ public:
+  explicit FakeModel(int64_t vocab = 32, int64_t max_pos = 4096);
+  const ModelConfig& config() const override { return cfg_; }
+  Tensor forward(const BatchInput& in) override;
+  std::vector<kv::LayerSpec> cache_layout() const override { return {kv::LayerSpec{1, 1, 1, 0}}; }
+  DType kv_dtype() const override { return DType::F32; }
+  Device device() const override { return Device::CPU; }
+  size_t weight_bytes() const override { return 0; }
+
+  // The logits row after `token` at `position`.
+  void logits_row(int32_t token, int64_t position, float* out) const;
+  // Called after each forward pass (the caches already hold the new tokens).
+  std::function<void(const BatchInput&)> on_forward;
+  std::atomic<int64_t> forward_calls{0}, tokens_computed{0};
+
+ private:
+  ModelConfig cfg_;
+};
+
+}  // namespace ingot::testing

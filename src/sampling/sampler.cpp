@@ -1,0 +1,150 @@
+#include "sampling/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "sampling/greedy.h"
+#include "util/error.h"
+
+namespace ingot::sampling {
+
+using engine::SamplingParams;
+
+void validate(const SamplingParams& p, int64_t vocab) {
+  auto bad = [](auto&&... a) { fail(ErrorKind::InvalidArgument, a...); };
+  if (!std::isfinite(p.temperature) || p.temperature < 0) bad("temperature must be >= 0, got ", p.temperature);
+  if (!(p.top_p > 0 && p.top_p <= 1)) bad("top_p must be in (0, 1], got ", p.top_p);
+  if (p.top_k < 0) bad("top_k must be >= 0 (0 disables it), got ", p.top_k);
+  if (!(p.min_p >= 0 && p.min_p <= 1)) bad("min_p must be in [0, 1], got ", p.min_p);
+  if (!std::isfinite(p.repetition_penalty) || p.repetition_penalty <= 0)
+    bad("repetition_penalty must be > 0, got ", p.repetition_penalty);
+  if (!(p.presence_penalty >= -2 && p.presence_penalty <= 2))
+    bad("presence_penalty must be in [-2, 2], got ", p.presence_penalty);
+  if (!(p.frequency_penalty >= -2 && p.frequency_penalty <= 2))
+    bad("frequency_penalty must be in [-2, 2], got ", p.frequency_penalty);
+  if (p.top_logprobs < 0 || p.top_logprobs > kMaxTopLogprobs)
+    bad("top_logprobs must be in [0, ", kMaxTopLogprobs, "], got ", p.top_logprobs);
+  for (const auto& [id, b] : p.logit_bias) {
+    if (id < 0 || id >= vocab) bad("logit_bias token id ", id, " is out of range (vocabulary size ", vocab, ")");
+    if (std::isnan(b)) bad("logit_bias for token ", id, " is not a number");
+  }
+}
+
+namespace {
+uint64_t mix64(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+}  // namespace
+
+double uniform(uint64_t seed, uint64_t step) {
+  uint64_t r = mix64(mix64(seed) ^ mix64(step * 0xd1b54a32d192ed03ULL + 1));
+  return static_cast<double>(r >> 11) * 0x1.0p-53;
+}
+
+SequenceSampler::SequenceSampler(const SamplingParams& p, uint64_t seed, const std::vector<int32_t>& prompt)
+    : p_(p), seed_(seed) {
+  if (p_.repetition_penalty != 1.0f)
+    for (int32_t t : prompt) prompt_seen_[t] = 1;
+}
+
+bool SequenceSampler::needs_processing() const {
+  return !p_.logit_bias.empty() || p_.repetition_penalty != 1.0f || p_.presence_penalty != 0.0f ||
+         p_.frequency_penalty != 0.0f;
+}
+
+void SequenceSampler::process(const float* logits, int64_t vocab) {
+  work_.assign(logits, logits + vocab);
+  for (const auto& [id, b] : p_.logit_bias) work_[static_cast<size_t>(id)] += b;
+  if (p_.repetition_penalty != 1.0f) {
+    auto penalise = [&](int32_t id) {
+      float& x = work_[static_cast<size_t>(id)];
+      x = x > 0 ? x / p_.repetition_penalty : x * p_.repetition_penalty;
+    };
+    for (const auto& [id, one] : prompt_seen_) penalise(id);
+    for (const auto& [id, n] : output_count_)
+      if (!prompt_seen_.count(id)) penalise(id);
+  }
+  for (const auto& [id, n] : output_count_) {
+    float& x = work_[static_cast<size_t>(id)];
+    x -= p_.presence_penalty + p_.frequency_penalty * static_cast<float>(n);
+  }
+}
+
+int32_t SequenceSampler::draw(int64_t vocab) {
+  const float* x = work_.data();
+  const float inv_t = 1.0f / p_.temperature;
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < vocab; ++j) mx = std::max(mx, x[j]);
+  if (!std::isfinite(mx)) return 0;
+  // Candidates: all ids, or the top-k by logit (ties: lower id first).
+  cand_.resize(static_cast<size_t>(vocab));
+  std::iota(cand_.begin(), cand_.end(), 0);
+  auto by_logit = [&](int32_t a, int32_t b) { return x[a] != x[b] ? x[a] > x[b] : a < b; };
+  const bool filtered = p_.top_k > 0 || p_.top_p < 1.0f || p_.min_p > 0.0f;
+  if (p_.top_k > 0 && p_.top_k < vocab) {
+    std::nth_element(cand_.begin(), cand_.begin() + p_.top_k, cand_.end(), by_logit);
+    cand_.resize(static_cast<size_t>(p_.top_k));
+  }
+  if (filtered) std::sort(cand_.begin(), cand_.end(), by_logit);
+  prob_.resize(cand_.size());
+  double sum = 0;
+  for (size_t i = 0; i < cand_.size(); ++i) {
+    prob_[i] = std::exp((x[cand_[i]] - mx) * inv_t);
+    sum += prob_[i];
+  }
+  size_t keep = cand_.size();
+  if (p_.top_p < 1.0f) {
+    // Smallest prefix (most likely first) whose mass reaches top_p.
+    double acc = 0;
+    for (size_t i = 0; i < keep; ++i) {
+      acc += prob_[i] / sum;
+      if (acc >= p_.top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+  }
+  if (p_.min_p > 0.0f) {
+    const float floor = p_.min_p * prob_[0];  // prob_[0] is the most likely (sorted)
+    size_t k = 1;
+    while (k < keep && prob_[k] >= floor) ++k;
+    keep = k;
+  }
+  double total = 0;
+  for (size_t i = 0; i < keep; ++i) total += prob_[i];
+  const double u = uniform(seed_, step_) * total;
+  double acc = 0;
+  for (size_t i = 0; i < keep; ++i) {
+    acc += prob_[i];
+    if (u < acc) return cand_[i];
+  }
+  return cand_[keep - 1];
+}
+
+Sampled SequenceSampler::sample(const float* logits, int64_t vocab) {
+  Sampled s;
+  const bool processed = needs_processing();
+  if (processed) process(logits, vocab);
+  const float* row = processed ? work_.data() : logits;
+  if (p_.temperature == 0.0f) {
+    s.token = greedy_token(row, vocab);
+  } else {
+    if (!processed) work_.assign(logits, logits + vocab);
+    s.token = draw(vocab);
+  }
+  if (p_.logprobs || p_.top_logprobs > 0) {
+    const float lse = row_logsumexp(logits, vocab);
+    s.logprob = std::isfinite(lse) ? logits[s.token] - lse : -std::numeric_limits<float>::infinity();
+    s.top = top_logprobs(logits, vocab, p_.top_logprobs, lse);
+  }
+  ++output_count_[s.token];
+  ++step_;
+  return s;
+}
+
+}  // namespace ingot::sampling

@@ -1,0 +1,53 @@
+// Per-sequence token selection: logits processors (logit bias, repetition /
+// presence / frequency penalties, temperature, top-k, top-p, min-p), a
+// counter-based random stream, exact greedy, and logprob reporting.
+#pragma once
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
+#include "ingot/engine.h"
+
+namespace ingot::sampling {
+
+// Largest top_logprobs a request may ask for.
+constexpr int kMaxTopLogprobs = 20;
+
+// Throws Error(InvalidArgument) naming the first out-of-range field.
+void validate(const engine::SamplingParams& p, int64_t vocab);
+
+// A uniform double in [0, 1) that depends only on (seed, step): the same
+// request gives the same draws whatever else shares its batch.
+double uniform(uint64_t seed, uint64_t step);
+
+struct Sampled {
+  int32_t token = 0;
+  float logprob = 0;                      // of the raw model distribution
+  std::vector<engine::TokenLogprob> top;  // raw distribution, most likely first
+};
+
+class SequenceSampler {
+ public:
+  // `prompt` feeds the repetition penalty (which, like vLLM's, covers prompt
+  // and output; presence and frequency cover the output only).
+  SequenceSampler(const engine::SamplingParams& p, uint64_t seed, const std::vector<int32_t>& prompt);
+  // Chooses the next token from a float32 logits row and advances the step.
+  Sampled sample(const float* logits, int64_t vocab);
+  int64_t steps() const { return step_; }
+
+ private:
+  bool needs_processing() const;
+  void process(const float* logits, int64_t vocab);
+  int32_t draw(int64_t vocab);
+
+  engine::SamplingParams p_;
+  uint64_t seed_;
+  uint64_t step_ = 0;
+  std::unordered_map<int32_t, int32_t> prompt_seen_;  // id -> 1
+  std::unordered_map<int32_t, int32_t> output_count_;
+  std::vector<float> work_;        // processed logits
+  std::vector<int32_t> cand_;      // candidate ids
+  std::vector<float> prob_;        // candidate probabilities
+};
+
+}  // namespace ingot::sampling

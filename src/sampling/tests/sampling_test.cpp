@@ -1,0 +1,190 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <set>
+
+#include "backend/cpu/cpu_backend.h"
+#include "sampling/greedy.h"
+#include "sampling/sampler.h"
+#include "util/error.h"
+
+using namespace ingot;
+using namespace ingot::sampling;
+
+namespace {
+std::vector<float> random_row(int64_t v, uint32_t seed, float scale = 3.0f) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d(0, scale);
+  std::vector<float> r(static_cast<size_t>(v));
+  for (auto& x : r) x = d(g);
+  return r;
+}
+}  // namespace
+
+TEST(Greedy, MatchesReferenceOnRandomRows) {
+  for (uint32_t s = 0; s < 50; ++s) {
+    const int64_t v = 1 + s * 397;  // crosses the tile size
+    auto row = random_row(v, s);
+    int64_t ref = -1;
+    float ref_lp = cpu::greedy_argmax_row(row.data(), v, &ref);
+    float lp = 0;
+    EXPECT_EQ(greedy_token(row.data(), v, &lp), ref);
+    EXPECT_EQ(lp, ref_lp);
+  }
+}
+
+TEST(Greedy, LowestIdWinsTiesAndNonFiniteRowGivesZero) {
+  std::vector<float> row(5000, -1.0f);
+  row[4000] = 7.0f;
+  row[2500] = 7.0f;
+  EXPECT_EQ(greedy_token(row.data(), 5000), 2500);
+  row[10] = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(greedy_token(row.data(), 5000), 0);
+  std::vector<float> nan_row(10, 1.0f);
+  nan_row[3] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(greedy_token(nan_row.data(), 10), 0);
+  // Two logits that differ by less than the f32 spacing after subtracting the
+  // logsumexp tie in log-softmax space: the lower id wins.
+  std::vector<float> close = {1000.0f, 1000.0f + 6e-5f, -5.0f};
+  int64_t ref = -1;
+  cpu::greedy_argmax_row(close.data(), 3, &ref);
+  EXPECT_EQ(greedy_token(close.data(), 3), ref);
+}
+
+TEST(Greedy, TopLogprobsSortedAndNormalised) {
+  auto row = random_row(3000, 7);
+  float lse = row_logsumexp(row.data(), 3000);
+  auto top = top_logprobs(row.data(), 3000, 5, lse);
+  ASSERT_EQ(top.size(), 5u);
+  EXPECT_EQ(top[0].token, greedy_token(row.data(), 3000));
+  for (size_t i = 1; i < top.size(); ++i) EXPECT_GE(top[i - 1].logprob, top[i].logprob);
+  double mass = 0;
+  for (float x : row) mass += std::exp(static_cast<double>(x - lse));
+  EXPECT_NEAR(mass, 1.0, 1e-4);
+}
+
+TEST(Sampler, ValidationRejectsBadParams) {
+  auto expect_bad = [](engine::SamplingParams p) {
+    try {
+      validate(p, 100);
+      ADD_FAILURE() << "accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+    }
+  };
+  engine::SamplingParams p;
+  p.temperature = -0.5f;
+  expect_bad(p);
+  p = {};
+  p.top_p = 1.5f;
+  expect_bad(p);
+  p = {};
+  p.top_p = 0.0f;
+  expect_bad(p);
+  p = {};
+  p.top_k = -1;
+  expect_bad(p);
+  p = {};
+  p.min_p = 2;
+  expect_bad(p);
+  p = {};
+  p.repetition_penalty = 0;
+  expect_bad(p);
+  p = {};
+  p.logit_bias[100] = 1;
+  expect_bad(p);
+  p = {};
+  p.top_logprobs = 21;
+  expect_bad(p);
+  EXPECT_NO_THROW(validate(engine::SamplingParams{}, 100));
+}
+
+TEST(Sampler, SeededStreamIsReproducibleAndSeedDependent) {
+  engine::SamplingParams p;
+  p.temperature = 1.0f;
+  auto row = random_row(64, 3, 1.0f);
+  auto run = [&](uint64_t seed) {
+    SequenceSampler s(p, seed, {});
+    std::vector<int32_t> out;
+    for (int i = 0; i < 40; ++i) out.push_back(s.sample(row.data(), 64).token);
+    return out;
+  };
+  EXPECT_EQ(run(42), run(42));
+  EXPECT_NE(run(42), run(43));
+}
+
+TEST(Sampler, DistributionMatchesSoftmax) {
+  // Three tokens with known probabilities at temperature 0.5.
+  std::vector<float> row = {0.0f, std::log(2.0f) * 0.5f, std::log(7.0f) * 0.5f};
+  engine::SamplingParams p;
+  p.temperature = 0.5f;
+  SequenceSampler s(p, 1, {});
+  std::vector<int> hist(3);
+  const int n = 20000;
+  for (int i = 0; i < n; ++i) ++hist[static_cast<size_t>(s.sample(row.data(), 3).token)];
+  EXPECT_NEAR(hist[0] / double(n), 0.1, 0.01);
+  EXPECT_NEAR(hist[1] / double(n), 0.2, 0.01);
+  EXPECT_NEAR(hist[2] / double(n), 0.7, 0.01);
+}
+
+TEST(Sampler, TopKTopPMinPRestrictCandidates) {
+  std::vector<float> row = {5.0f, 4.0f, 3.0f, 2.0f, 1.0f, 0.0f};
+  auto support = [&](engine::SamplingParams p) {
+    SequenceSampler s(p, 9, {});
+    std::set<int32_t> seen;
+    for (int i = 0; i < 3000; ++i) seen.insert(s.sample(row.data(), 6).token);
+    return seen;
+  };
+  engine::SamplingParams p;
+  p.temperature = 1.0f;
+  p.top_k = 2;
+  EXPECT_EQ(support(p), (std::set<int32_t>{0, 1}));
+  p = {};
+  p.top_p = 0.7f;  // p0 ≈ 0.636, p0 + p1 ≈ 0.87
+  EXPECT_EQ(support(p), (std::set<int32_t>{0, 1}));
+  p = {};
+  p.min_p = 0.3f;  // keeps p >= 0.3·p0: e^-1 ≈ 0.37 only
+  EXPECT_EQ(support(p), (std::set<int32_t>{0, 1}));
+  p = {};
+  EXPECT_EQ(support(p).size(), 6u);
+}
+
+TEST(Sampler, PenaltiesAndBiasChangeGreedyChoice) {
+  std::vector<float> row = {2.0f, 1.9f, 0.0f};
+  engine::SamplingParams p;
+  p.temperature = 0;
+  p.logit_bias[2] = 5.0f;
+  EXPECT_EQ(SequenceSampler(p, 0, {}).sample(row.data(), 3).token, 2);
+  p = {};
+  p.temperature = 0;
+  p.repetition_penalty = 1.2f;  // prompt token 0 penalised: 2.0/1.2 < 1.9
+  EXPECT_EQ(SequenceSampler(p, 0, {0}).sample(row.data(), 3).token, 1);
+  p = {};
+  p.temperature = 0;
+  p.frequency_penalty = 0.2f;
+  SequenceSampler s(p, 0, {});
+  EXPECT_EQ(s.sample(row.data(), 3).token, 0);  // then 0 carries -0.2
+  EXPECT_EQ(s.sample(row.data(), 3).token, 1);
+  p = {};
+  p.temperature = 0;
+  p.presence_penalty = 0.05f;
+  SequenceSampler s2(p, 0, {});
+  EXPECT_EQ(s2.sample(row.data(), 3).token, 0);
+  EXPECT_EQ(s2.sample(row.data(), 3).token, 0);  // 2.0 - 0.05 still beats 1.9
+}
+
+TEST(Sampler, LogprobsReportRawDistribution) {
+  auto row = random_row(100, 11);
+  engine::SamplingParams p;
+  p.temperature = 0;
+  p.logprobs = true;
+  p.top_logprobs = 3;
+  auto r = SequenceSampler(p, 0, {}).sample(row.data(), 100);
+  float lp = 0;
+  EXPECT_EQ(r.token, greedy_token(row.data(), 100, &lp));
+  EXPECT_FLOAT_EQ(r.logprob, lp);
+  ASSERT_EQ(r.top.size(), 3u);
+  EXPECT_EQ(r.top[0].token, r.token);
+}

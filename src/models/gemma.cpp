@@ -43,7 +43,9 @@ class GemmaModel final : public Model {
     DType wdt = embed_.is_affine() || is_quantized(embed_.dtype()) ? DType::F32 : embed_.dtype();
     embed_scale_ = family::round_to_dtype(std::sqrt(static_cast<float>(hid)), wdt);
     kv_dtype_ = wdt == DType::F32 ? DType::F32 : DType::BF16;
-    rnd_.dtype = family::reference_dtype(wdt);
+    // Gemma 3 rounds activations like the bf16 reference; Gemma 2 measured
+    // closer to it with float32 activations (docs/models.md).
+    rnd_.dtype = gemma3_ ? family::reference_dtype(wdt) : DType::F32;
 
     for (int64_t i = 0; i < L; ++i) {
       const std::string p = "model.layers." + std::to_string(i) + ".";

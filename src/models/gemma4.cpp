@@ -7,6 +7,7 @@
 // num_kv_shared_layers layers have no K/V of their own and attend over the
 // cache of the last earlier layer of the same type.
 #include <cmath>
+#include <map>
 
 #include <nlohmann/json.hpp>
 

@@ -13,6 +13,8 @@
 
 namespace ingot::kv {
 
+class LinearState;
+
 class LayerCache {
  public:
   virtual ~LayerCache() = default;
@@ -32,6 +34,9 @@ class LayerCache {
   // An independent copy: later appends to either never show in the other.
   // Paged stores share blocks copy-on-write; contiguous ones copy.
   virtual std::unique_ptr<LayerCache> clone() const = 0;
+  // Recurrent-state layers (gated DeltaNet) expose their state here instead
+  // of K/V; attention stores return nullptr.
+  virtual LinearState* linear_state() { return nullptr; }
 };
 
 class SequenceCache {
@@ -47,12 +52,19 @@ class SequenceCache {
   virtual std::unique_ptr<SequenceCache> clone() const = 0;
 };
 
+enum class LayerKind { Attention, LinearState };
+
 // Shape of one layer's cache as the model declares it.
 struct LayerSpec {
   int64_t kv_heads = 0;
   int64_t head_dim = 0;
   int64_t v_head_dim = 0;
   int64_t window = 0;  // sliding-window layers may keep only this many tokens
+  // LinearState layers: a short causal conv over conv_channels with
+  // conv_kernel taps, and one [state_k_dim, state_v_dim] matrix per state head.
+  LayerKind kind = LayerKind::Attention;
+  int64_t conv_channels = 0, conv_kernel = 0;
+  int64_t state_heads = 0, state_k_dim = 0, state_v_dim = 0;
 };
 
 // A SequenceCache made of per-layer stores.

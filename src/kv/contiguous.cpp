@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kv/linear_state.h"
 #include "ops/ops.h"
 #include "util/error.h"
 
@@ -59,7 +60,12 @@ std::unique_ptr<LayerCache> ContiguousLayerCache::clone() const {
 std::unique_ptr<SequenceCache> make_contiguous_cache(const std::vector<LayerSpec>& layers, DType dtype,
                                                      Device device) {
   std::vector<std::unique_ptr<LayerCache>> v;
-  for (const auto& s : layers) v.push_back(std::make_unique<ContiguousLayerCache>(s, dtype, device));
+  for (const auto& s : layers) {
+    if (s.kind == LayerKind::LinearState)
+      v.push_back(std::make_unique<LinearStateCache>(s, device));
+    else
+      v.push_back(std::make_unique<ContiguousLayerCache>(s, dtype, device));
+  }
   return std::make_unique<LayeredCache>(std::move(v));
 }
 

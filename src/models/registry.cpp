@@ -50,7 +50,13 @@ std::unique_ptr<kv::SequenceCache> new_cache(const Model& model, const CacheOpti
   if (opt.kind == "contiguous") return kv::make_contiguous_cache(model.cache_layout(), dt, model.device());
   auto it = cache_kinds().find(opt.kind);
   if (it == cache_kinds().end()) fail(ErrorKind::InvalidArgument, "unknown KV cache kind '", opt.kind, "'");
-  return it->second(model.cache_layout(), dt, model.device(), opt);
+  auto layout = model.cache_layout();
+  auto cache = it->second(layout, dt, model.device(), opt);
+  // Hybrid models need a linear-state store for their recurrent layers.
+  for (size_t i = 0; i < layout.size(); ++i)
+    if (layout[i].kind == kv::LayerKind::LinearState && !cache->layer(static_cast<int>(i)).linear_state())
+      fail(ErrorKind::Unsupported, "KV cache kind '", opt.kind, "' has no store for linear-attention layers");
+  return cache;
 }
 
 std::unique_ptr<Model> build_model(const ModelConfig& cfg, const WeightSource& src, const LoadOptions& opt) {

@@ -32,6 +32,13 @@ struct AttnParams {
   float softcap = 0.0f;    // 0: none; else scores = cap * tanh(scores / cap)
 };
 
+// How gated_delta_rule folds a span of tokens into the state.
+enum class DeltaRuleForm {
+  Auto,       // chunked for spans longer than one token, recurrent otherwise
+  Chunked,    // chunk-parallel (intra-chunk triangular solve, one state update per chunk)
+  Recurrent,  // token by token
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -67,6 +74,22 @@ class Backend {
   virtual Tensor concat_rows(const std::vector<Tensor>& parts) = 0;
   // The activation dtype this backend produces for a model stored in `weights`.
   virtual DType activation_dtype(DType weights) const = 0;
+
+  // ---- Ops of the newer families (Gemma 4, Qwen3-MoE, Qwen3-Next/3.5). A
+  // backend that lacks one reports it as unsupported on its device.
+  // x * rsqrt(sum(x^2) + eps) over the last dim.
+  virtual Tensor l2_norm(const Tensor& x, float eps);
+  // Depthwise causal conv: x [T, C], w [C, K]; state [K-1, C] float32 holds the
+  // previous inputs and is replaced by the last K-1 inputs. -> [T, C].
+  virtual Tensor causal_conv1d(const Tensor& x, const Tensor& w, Tensor& state);
+  // Gated delta rule: q, k [T, Hk, Dk], v [T, Hv, Dv], g (log decay) and beta
+  // [T, Hv]; Hv % Hk == 0 (each q/k head serves Hv/Hk consecutive v heads).
+  // state [Hv, Dk, Dv] float32, updated in place. -> [T, Hv, Dv].
+  virtual Tensor gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                                  const Tensor& beta, Tensor& state, DeltaRuleForm form);
+  // dst[rows[i]] += weights[i] * src[i] for i in order; dst [N, D], src [len(rows), D].
+  virtual void scatter_add_rows(Tensor& dst, const Tensor& src, const std::vector<int64_t>& rows,
+                                const std::vector<float>& weights);
 };
 
 void register_backend(Device d, Backend* b);

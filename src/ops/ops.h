@@ -41,5 +41,17 @@ inline Tensor argmax(const Tensor& logits) { return be(logits).argmax(logits); }
 inline Tensor cast(const Tensor& x, DType t) { return be(x).cast(x, t); }
 inline Tensor gather_rows(const Tensor& x, const std::vector<int64_t>& r) { return be(x).gather_rows(x, r); }
 inline Tensor concat_rows(const std::vector<Tensor>& p) { return be(p.at(0)).concat_rows(p); }
+inline Tensor l2_norm(const Tensor& x, float eps) { return be(x).l2_norm(x, eps); }
+inline Tensor causal_conv1d(const Tensor& x, const Tensor& w, Tensor& state) {
+  return be(x).causal_conv1d(x, w, state);
+}
+inline Tensor gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                               Tensor& state, DeltaRuleForm form = DeltaRuleForm::Auto) {
+  return be(q).gated_delta_rule(q, k, v, g, beta, state, form);
+}
+inline void scatter_add_rows(Tensor& dst, const Tensor& src, const std::vector<int64_t>& rows,
+                             const std::vector<float>& w) {
+  be(dst).scatter_add_rows(dst, src, rows, w);
+}
 
 }  // namespace ingot::ops

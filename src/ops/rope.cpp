@@ -12,9 +12,23 @@ RopeSpec make_rope_spec(const RopeParams& p, int head_dim, bool interleaved) {
   int rot = static_cast<int>(head_dim * p.partial_rotary_factor);
   rot -= rot % 2;
   s.rotary_dim = rot;
-  // "proportional" (Gemma 4 full layers): frequencies span the whole head
-  // width, but only the first rotary_dim dims rotate.
-  int freq_dim = p.type == "proportional" ? head_dim : rot;
+  if (p.type == "proportional") {
+    // Gemma 4 full layers: the rotation spans the whole head (dim j pairs with
+    // j + head_dim/2), but only the first partial*head_dim/2 frequencies are
+    // non-zero (exponents over head_dim); the rest rotate by angle 0.
+    s.rotary_dim = head_dim - head_dim % 2;
+    const int half_all = s.rotary_dim / 2;
+    const int angles = static_cast<int>(p.partial_rotary_factor * head_dim / 2);
+    s.inv_freq.assign(static_cast<size_t>(half_all), 0.0f);
+    for (int i = 0; i < angles && i < half_all; ++i) {
+      float expo = static_cast<float>(2 * i) / static_cast<float>(head_dim);
+      s.inv_freq[static_cast<size_t>(i)] = static_cast<float>(
+          1.0f / static_cast<float>(std::pow(static_cast<double>(static_cast<float>(p.theta)),
+                                             static_cast<double>(expo))) / p.factor);
+    }
+    return s;
+  }
+  int freq_dim = rot;
   int half = rot / 2;
   s.inv_freq.resize(static_cast<size_t>(half));
   // Computed in float32 exactly as transformers does (base ** (arange/dim)).
@@ -24,7 +38,7 @@ RopeSpec make_rope_spec(const RopeParams& p, int head_dim, bool interleaved) {
         1.0f / static_cast<float>(std::pow(static_cast<double>(static_cast<float>(p.theta)),
                                            static_cast<double>(expo)));
   }
-  if (p.type == "default" || p.type == "proportional") return s;
+  if (p.type == "default") return s;
   if (p.type == "linear") {
     for (float& f : s.inv_freq) f = static_cast<float>(f / p.factor);
     return s;

@@ -25,6 +25,13 @@ class CpuBackend final : public Backend {
   Tensor gather_rows(const Tensor& x, const std::vector<int64_t>& rows) override;
   Tensor concat_rows(const std::vector<Tensor>& parts) override;
   DType activation_dtype(DType) const override { return DType::F32; }
+  // extra_ops.cpp
+  Tensor l2_norm(const Tensor& x, float eps) override;
+  Tensor causal_conv1d(const Tensor& x, const Tensor& w, Tensor& state) override;
+  Tensor gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                          Tensor& state, DeltaRuleForm form) override;
+  void scatter_add_rows(Tensor& dst, const Tensor& src, const std::vector<int64_t>& rows,
+                        const std::vector<float>& weights) override;
 };
 
 // Installs the CPU backend (idempotent).

@@ -1,0 +1,80 @@
+#include "models/common.h"
+
+#include "tensor/half.h"
+#include "util/error.h"
+
+namespace ingot::family {
+
+BatchPlan plan_batch(const BatchInput& in, Device device) {
+  BatchPlan p;
+  p.n = static_cast<int64_t>(in.tokens.size());
+  std::vector<int32_t> pos;
+  pos.reserve(static_cast<size_t>(p.n));
+  int64_t total = 0;
+  for (const SeqInput& s : in.seqs) {
+    INGOT_CHECK(s.cache && s.n_tokens > 0, "every sequence in a batch needs a cache and tokens");
+    p.starts.push_back(total);
+    const int64_t base = s.cache->offset();
+    for (int64_t i = 0; i < s.n_tokens; ++i) {
+      pos.push_back(static_cast<int32_t>(base + i));
+      if (s.all_logits || i == s.n_tokens - 1) p.pick.push_back(total + i);
+    }
+    total += s.n_tokens;
+  }
+  INGOT_CHECK(total == p.n, "batch tokens do not add up");
+  p.ids = Tensor::from_i32(in.tokens, {p.n}).to(device);
+  p.positions = Tensor::from_i32(pos, {p.n}).to(device);
+  return p;
+}
+
+void expect_shape(const Weight& w, int64_t rows, int64_t cols, const std::string& name) {
+  if (w.rows() != rows || w.cols() != cols)
+    fail(ErrorKind::BadFormat, name, ": expected [", rows, ", ", cols, "], got ", w.data.describe());
+}
+
+void expect_len(const Tensor& t, int64_t n, const std::string& name) {
+  if (t.numel() != n) fail(ErrorKind::BadFormat, name, ": expected ", n, " values, got ", t.describe());
+}
+
+Tensor attend_with_cache(const BatchInput& in, const BatchPlan& plan, int li, const Tensor& q, const Tensor& k,
+                         const Tensor& v, const AttnParams& p) {
+  std::vector<Tensor> outs;
+  for (size_t s = 0; s < in.seqs.size(); ++s) {
+    const int64_t a = plan.starts[s], b = a + in.seqs[s].n_tokens;
+    auto& lc = in.seqs[s].cache->layer(li);
+    lc.append(k.slice(0, a, b), v.slice(0, a, b));
+    outs.push_back(lc.attend(q.slice(0, a, b).contiguous(), p));
+  }
+  return outs.size() == 1 ? outs[0] : ops::concat_rows(outs);
+}
+
+Tensor attend_shared(const BatchInput& in, const BatchPlan& plan, int li, const Tensor& q, const AttnParams& p) {
+  std::vector<Tensor> outs;
+  for (size_t s = 0; s < in.seqs.size(); ++s) {
+    const int64_t a = plan.starts[s], b = a + in.seqs[s].n_tokens;
+    outs.push_back(in.seqs[s].cache->layer(li).attend(q.slice(0, a, b).contiguous(), p));
+  }
+  return outs.size() == 1 ? outs[0] : ops::concat_rows(outs);
+}
+
+GluOp glu_for_activation(const std::string& act, const std::string& model_type) {
+  if (act == "silu" || act == "swish") return GluOp::SwiGlu;
+  if (act == "gelu_pytorch_tanh" || act == "gelu_tanh" || act == "gelu_new") return GluOp::GeGluTanh;
+  if (act == "gelu") return GluOp::GeGlu;
+  fail(ErrorKind::Unsupported, "config: hidden activation '", act, "' is not supported for ", model_type);
+}
+
+float round_to_dtype(float v, DType t) {
+  if (t == DType::BF16) return bf16_to_f32(f32_to_bf16(v));
+  if (t == DType::F16) return f16_to_f32(f32_to_f16(v));
+  return v;
+}
+
+Tensor dense_mlp(GluOp act, const Tensor& h, const Weight& gate, const Weight& up, const Weight& down,
+                 const ActRound& r) {
+  return r(ops::linear(r(ops::glu(act, r(ops::linear(h, gate)), r(ops::linear(h, up)))), down));
+}
+
+Tensor cols(const Tensor& x, int64_t a, int64_t b) { return x.slice(x.ndim() - 1, a, b).contiguous(); }
+
+}  // namespace ingot::family

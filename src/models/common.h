@@ -1,0 +1,62 @@
+// Small pieces every family file shares: the per-batch position plan,
+// weight shape checks, per-sequence attention through the cache.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "models/model.h"
+#include "ops/ops.h"
+
+namespace ingot::family {
+
+// Positions of every token (each sequence continues its own cache) and the
+// rows whose logits are returned.
+struct BatchPlan {
+  int64_t n = 0;
+  Tensor ids, positions;       // i32 [n] on the model's device
+  std::vector<int64_t> pick;   // rows of the batch that produce logits
+  std::vector<int64_t> starts; // first row of each sequence
+};
+BatchPlan plan_batch(const BatchInput& in, Device device);
+
+void expect_shape(const Weight& w, int64_t rows, int64_t cols, const std::string& name);
+void expect_len(const Tensor& t, int64_t n, const std::string& name);
+
+// Rounds activations to the reference's compute dtype at the points where
+// the reference materialises a tensor in that dtype (bf16 checkpoints run
+// in bf16 in transformers); identity for float32 models. Returns float32.
+// A family turns it on where it measurably brings its bf16 runs closer to
+// the reference (docs/models.md records both numbers).
+struct ActRound {
+  DType dtype = DType::F32;
+  Tensor operator()(const Tensor& x) const {
+    return dtype == DType::F32 ? x : ops::cast(ops::cast(x, dtype), DType::F32);
+  }
+};
+// The compute dtype the reference uses for weights of `wdt`.
+inline DType reference_dtype(DType wdt) { return wdt == DType::BF16 || wdt == DType::F16 ? wdt : DType::F32; }
+
+// Appends k/v of each sequence's rows to its cache layer `cache_layer` and
+// attends q over it. q [N, H, D], k [N, KV, D], v [N, KV, Dv] -> [N, H, Dv].
+Tensor attend_with_cache(const BatchInput& in, const BatchPlan& plan, int cache_layer, const Tensor& q,
+                         const Tensor& k, const Tensor& v, const AttnParams& p);
+// Attends q over a cache layer another layer already appended to this step
+// (Gemma 4 KV sharing).
+Tensor attend_shared(const BatchInput& in, const BatchPlan& plan, int cache_layer, const Tensor& q,
+                     const AttnParams& p);
+
+// The GLU flavour a config's activation names (silu -> SwiGLU, gelu_tanh -> GeGLU).
+GluOp glu_for_activation(const std::string& act, const std::string& model_type);
+
+// A scalar rounded to the weights' dtype, as the reference multiplies by a
+// tensor of that dtype (Gemma's sqrt(hidden) embedding scale).
+float round_to_dtype(float v, DType t);
+
+// down(act(gate(h)) * up(h)) with the reference's roundings.
+Tensor dense_mlp(GluOp act, const Tensor& h, const Weight& gate, const Weight& up, const Weight& down,
+                 const ActRound& r = {});
+
+// Columns [a, b) of a [N, M] activation, contiguous.
+Tensor cols(const Tensor& x, int64_t a, int64_t b);
+
+}  // namespace ingot::family

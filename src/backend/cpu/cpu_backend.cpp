@@ -128,10 +128,8 @@ Tensor CpuBackend::rms_norm(const Tensor& x_in, const Tensor& w_in, float eps, b
   pool().parallel_for(n, 16, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       const float* r = px + i * d;
-      float ss = 0;
-      for (int64_t j = 0; j < d; ++j) ss += r[j] * r[j];
-      float inv = 1.0f / std::sqrt(ss / static_cast<float>(d) + eps);
-      for (int64_t j = 0; j < d; ++j) py[i * d + j] = (r[j] * inv) * (unit_offset ? 1.0f + pw[j] : pw[j]);
+      float inv = 1.0f / std::sqrt(sum_squares(r, d) / static_cast<float>(d) + eps);
+      scale_by(r, inv, pw, unit_offset, py + i * d, d);
     }
   });
   return y;
@@ -195,15 +193,17 @@ Tensor CpuBackend::softmax(const Tensor& x_in) {
   Tensor x = as_f32(x_in);
   const int64_t d = x.dim(-1), n = rows_of(x);
   Tensor y = Tensor::empty(x.shape(), DType::F32);
-  for (int64_t i = 0; i < n; ++i) {
-    const float* r = x.data<float>() + i * d;
-    float* o = y.data<float>() + i * d;
-    float mx = -std::numeric_limits<float>::infinity();
-    for (int64_t j = 0; j < d; ++j) mx = std::max(mx, r[j]);
-    float s = 0;
-    for (int64_t j = 0; j < d; ++j) s += (o[j] = std::exp(r[j] - mx));
-    for (int64_t j = 0; j < d; ++j) o[j] /= s;
-  }
+  pool().parallel_for(n, 4, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const float* r = x.data<float>() + i * d;
+      float* o = y.data<float>() + i * d;
+      float mx = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < d; ++j) mx = std::max(mx, r[j]);
+      float s = 0;
+      for (int64_t j = 0; j < d; ++j) s += (o[j] = std::exp(r[j] - mx));
+      for (int64_t j = 0; j < d; ++j) o[j] /= s;
+    }
+  });
   return y;
 }
 
@@ -273,9 +273,20 @@ Tensor CpuBackend::softcap(const Tensor& x_in, float cap) {
   return y;
 }
 
+namespace {
+
+// K/V stay in their stored dtype (the bf16 cache is read as is).
+Tensor attn_operand(const Tensor& t) {
+  Tensor c = t.contiguous();
+  if (c.dtype() == DType::F32 || c.dtype() == DType::BF16 || c.dtype() == DType::F16) return c;
+  return c.to(DType::F32);
+}
+
+}  // namespace
+
 Tensor CpuBackend::attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                              const AttnParams& p) {
-  Tensor q = as_f32(q_in), k = as_f32(k_in), v = as_f32(v_in);
+  Tensor q = as_f32(q_in), k = attn_operand(k_in), v = attn_operand(v_in);
   const int64_t t = q.dim(0), h = q.dim(1), d = q.dim(2);
   const int64_t s = k.dim(0), kvh = k.dim(1), dv = v.dim(2);
   INGOT_CHECK(k.dim(2) == d && v.dim(0) == s && v.dim(1) == kvh && h % kvh == 0,
@@ -283,9 +294,13 @@ Tensor CpuBackend::attention(const Tensor& q_in, const Tensor& k_in, const Tenso
   const int64_t group = h / kvh;
   Tensor out = Tensor::empty({t, h, dv}, DType::F32);
   const float* pq = q.data<float>();
-  const float* pk = k.data<float>();
-  const float* pv = v.data<float>();
+  const auto* pk = static_cast<const uint8_t*>(k.raw());
+  const auto* pv = static_cast<const uint8_t*>(v.raw());
+  const DType kdt = k.dtype(), vdt = v.dtype();
+  const size_t kes = dtype_size(kdt), ves = dtype_size(vdt);
   float* po = out.data<float>();
+  // One task per (query row, head): each row's numbers are the same whether
+  // it is alone or part of a prefill.
   pool().parallel_for(t * h, 1, [&](int64_t b, int64_t e) {
     std::vector<float> scores(static_cast<size_t>(s));
     std::vector<float> acc(static_cast<size_t>(dv));
@@ -302,13 +317,10 @@ Tensor CpuBackend::attention(const Tensor& q_in, const Tensor& k_in, const Tenso
       const float* qr = pq + (i * h + hh) * d;
       float mx = -std::numeric_limits<float>::infinity();
       for (int64_t j = lo; j <= hi; ++j) {
-        const float* kr = pk + (j * kvh + kh) * d;
-        float dot = 0;
-        for (int64_t c = 0; c < d; ++c) dot += qr[c] * kr[c];
-        dot *= p.scale;
-        if (p.softcap > 0) dot = std::tanh(dot / p.softcap) * p.softcap;
-        scores[static_cast<size_t>(j)] = dot;
-        mx = std::max(mx, dot);
+        float sc = dot(qr, pk + static_cast<size_t>((j * kvh + kh) * d) * kes, kdt, d) * p.scale;
+        if (p.softcap > 0) sc = std::tanh(sc / p.softcap) * p.softcap;
+        scores[static_cast<size_t>(j)] = sc;
+        mx = std::max(mx, sc);
       }
       float sum = 0;
       for (int64_t j = lo; j <= hi; ++j) {
@@ -317,11 +329,9 @@ Tensor CpuBackend::attention(const Tensor& q_in, const Tensor& k_in, const Tenso
         sum += e2;
       }
       std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int64_t j = lo; j <= hi; ++j) {
-        float w = scores[static_cast<size_t>(j)] / sum;
-        const float* vr = pv + (j * kvh + kh) * dv;
-        for (int64_t c = 0; c < dv; ++c) acc[static_cast<size_t>(c)] += w * vr[c];
-      }
+      for (int64_t j = lo; j <= hi; ++j)
+        axpy(scores[static_cast<size_t>(j)] / sum, pv + static_cast<size_t>((j * kvh + kh) * dv) * ves, vdt,
+             acc.data(), dv);
       std::copy(acc.begin(), acc.end(), o);
     }
   });

@@ -1,0 +1,300 @@
+// Leaf kernels written once over a SIMD traits type V and instantiated in
+// each ISA translation unit. Include this file only inside an anonymous
+// namespace, after the standard and intrinsic headers, so that every ISA gets
+// its own internal copy (no inline symbol may be shared across ISA flags).
+//
+// V provides: R (register), W (lanes), MX (x rows per tile), zero, load,
+// load_bf16, load_f16, fma(a, b, c) = a * b + c, add, mul, set1, store,
+// reduce (a fixed tree), prefetch.
+//
+// The dot-product order is the invariant that makes batching safe: lane l of
+// one accumulator sums the products at k = l, l + W, l + 2W, ... in order (the
+// tail zero-padded into the same lanes), then reduce() adds the lanes in a
+// fixed tree. Every kernel below that produces a dot follows exactly that
+// sequence, whatever tile it is computed in, so a (row, column) result never
+// depends on n or on its neighbours.
+
+constexpr int64_t kPrefetchElems = 512;  // weights prefetched this far ahead on the streaming path
+
+inline int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+inline int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
+
+template <class V>
+struct LoadF32 {
+  using T = float;
+  static typename V::R load(const float* p) { return V::load(p); }
+};
+template <class V>
+struct LoadBF16 {
+  using T = uint16_t;
+  static typename V::R load(const uint16_t* p) { return V::load_bf16(p); }
+};
+template <class V>
+struct LoadF16 {
+  using T = uint16_t;
+  static typename V::R load(const uint16_t* p) { return V::load_f16(p); }
+};
+
+// NX rows of x times NW rows of w, the whole k range.
+template <class V, class L, int NX, int NW, bool kPrefetch>
+inline void tile(const float* x, int64_t ldx, const typename L::T* w, int64_t ldw, int64_t k, float* y,
+                 int64_t ldy) {
+  using R = typename V::R;
+  using T = typename L::T;
+  R acc[NX][NW];
+  for (int i = 0; i < NX; ++i)
+    for (int r = 0; r < NW; ++r) acc[i][r] = V::zero();
+  const int64_t kv = k - k % V::W;
+  int64_t kk = 0;
+  for (; kk < kv; kk += V::W) {
+    if constexpr (kPrefetch)
+      for (int r = 0; r < NW; ++r) V::prefetch(w + r * ldw + kk + kPrefetchElems);
+    R xv[NX];
+    for (int i = 0; i < NX; ++i) xv[i] = V::load(x + i * ldx + kk);
+    for (int r = 0; r < NW; ++r) {
+      R wv = L::load(w + r * ldw + kk);
+      for (int i = 0; i < NX; ++i) acc[i][r] = V::fma(xv[i], wv, acc[i][r]);
+    }
+  }
+  if (kk < k) {
+    const int64_t rem = k - kk;
+    float xt[NX][V::W];
+    T wt[NW][V::W];
+    std::memset(xt, 0, sizeof(xt));
+    std::memset(wt, 0, sizeof(wt));
+    for (int i = 0; i < NX; ++i) std::memcpy(xt[i], x + i * ldx + kk, static_cast<size_t>(rem) * sizeof(float));
+    for (int r = 0; r < NW; ++r) std::memcpy(wt[r], w + r * ldw + kk, static_cast<size_t>(rem) * sizeof(T));
+    R xv[NX];
+    for (int i = 0; i < NX; ++i) xv[i] = V::load(xt[i]);
+    for (int r = 0; r < NW; ++r) {
+      R wv = L::load(wt[r]);
+      for (int i = 0; i < NX; ++i) acc[i][r] = V::fma(xv[i], wv, acc[i][r]);
+    }
+  }
+  for (int i = 0; i < NX; ++i)
+    for (int r = 0; r < NW; ++r) y[i * ldy + r] = V::reduce(acc[i][r]);
+}
+
+// Rows of x in [0, nx) with nx <= V::MX, chosen at run time.
+template <class V, class L, int NW, bool kPrefetch>
+inline void tile_nx(int64_t nx, const float* x, int64_t ldx, const typename L::T* w, int64_t ldw, int64_t k,
+                    float* y, int64_t ldy) {
+  static_assert(V::MX <= 4);
+  switch (nx) {
+    case 1: tile<V, L, 1, NW, kPrefetch>(x, ldx, w, ldw, k, y, ldy); return;
+    case 2:
+      if constexpr (V::MX >= 2) tile<V, L, 2, NW, kPrefetch>(x, ldx, w, ldw, k, y, ldy);
+      return;
+    case 3:
+      if constexpr (V::MX >= 3) tile<V, L, 3, NW, kPrefetch>(x, ldx, w, ldw, k, y, ldy);
+      return;
+    case 4:
+      if constexpr (V::MX >= 4) tile<V, L, 4, NW, kPrefetch>(x, ldx, w, ldw, k, y, ldy);
+      return;
+    default: return;
+  }
+}
+
+// Few x rows: stream the weights once, several rows of w per pass.
+template <class V, class L>
+void linear_stream(const LinearBlock& b) {
+  using T = typename L::T;
+  const T* w = static_cast<const T*>(b.w);
+  constexpr int kWide = V::W >= 16 ? 8 : 4;
+  for (int64_t i0 = 0; i0 < b.n; i0 += V::MX) {
+    const int64_t nx = imin(V::MX, b.n - i0);
+    const float* x = b.x + i0 * b.ldx;
+    float* y = b.y + i0 * b.ldy;
+    int64_t j = 0;
+    if (nx <= 2)
+      for (; j + kWide <= b.m; j += kWide)
+        tile_nx<V, L, kWide, true>(nx, x, b.ldx, w + j * b.ldw, b.ldw, b.k, y + j, b.ldy);
+    for (; j + 4 <= b.m; j += 4) tile_nx<V, L, 4, true>(nx, x, b.ldx, w + j * b.ldw, b.ldw, b.k, y + j, b.ldy);
+    for (; j < b.m; ++j) tile_nx<V, L, 1, true>(nx, x, b.ldx, w + j * b.ldw, b.ldw, b.k, y + j, b.ldy);
+  }
+}
+
+template <class V>
+void convert_rows(const void* src, DType t, int64_t ld, int64_t rows, int64_t k, float* dst, int64_t ldd);
+
+// Many x rows: each panel of 4 weight rows (as f32) is reused by a block of x
+// rows that stays in L2.
+template <class V>
+void linear_panels(const LinearBlock& b, float* scratch) {
+  constexpr int64_t kPanel = 4;
+  const int64_t budget = 512 * 1024 / static_cast<int64_t>(sizeof(float));
+  int64_t nb = imax(V::MX, budget / imax(1, b.k) / V::MX * V::MX);
+  const int64_t ldp = b.k + 16;
+  const size_t es = b.wdt == DType::F32 ? 4 : 2;
+  for (int64_t x0 = 0; x0 < b.n; x0 += nb) {
+    const int64_t x1 = imin(b.n, x0 + nb);
+    for (int64_t j = 0; j < b.m; j += kPanel) {
+      const int64_t rows = imin(kPanel, b.m - j);
+      const float* panel;
+      int64_t ld;
+      if (b.wdt == DType::F32) {
+        panel = static_cast<const float*>(b.w) + j * b.ldw;
+        ld = b.ldw;
+      } else {
+        convert_rows<V>(static_cast<const uint8_t*>(b.w) + static_cast<size_t>(j * b.ldw) * es, b.wdt, b.ldw, rows,
+                        b.k, scratch, ldp);
+        panel = scratch;
+        ld = ldp;
+      }
+      for (int64_t i = x0; i < x1; i += V::MX) {
+        const int64_t nx = imin(V::MX, x1 - i);
+        const float* x = b.x + i * b.ldx;
+        float* y = b.y + i * b.ldy + j;
+        if (rows == kPanel) {
+          tile_nx<V, LoadF32<V>, 4, false>(nx, x, b.ldx, panel, ld, b.k, y, b.ldy);
+        } else {
+          for (int64_t r = 0; r < rows; ++r)
+            tile_nx<V, LoadF32<V>, 1, false>(nx, x, b.ldx, panel + r * ld, ld, b.k, y + r, b.ldy);
+        }
+      }
+    }
+  }
+}
+
+template <class V>
+void linear_block(const LinearBlock& b, float* scratch) {
+  if (b.n <= V::MX) {
+    switch (b.wdt) {
+      case DType::F32: linear_stream<V, LoadF32<V>>(b); return;
+      case DType::BF16: linear_stream<V, LoadBF16<V>>(b); return;
+      case DType::F16: linear_stream<V, LoadF16<V>>(b); return;
+      default: return;
+    }
+  }
+  linear_panels<V>(b, scratch);
+}
+
+template <class V, class L>
+float dot_t(const float* a, const void* b, int64_t k) {
+  float out = 0;
+  tile<V, L, 1, 1, false>(a, 0, static_cast<const typename L::T*>(b), 0, k, &out, 0);
+  return out;
+}
+
+template <class V>
+float dot(const float* a, const void* b, DType bdt, int64_t k) {
+  switch (bdt) {
+    case DType::BF16: return dot_t<V, LoadBF16<V>>(a, b, k);
+    case DType::F16: return dot_t<V, LoadF16<V>>(a, b, k);
+    default: return dot_t<V, LoadF32<V>>(a, b, k);
+  }
+}
+
+template <class V, class L>
+void axpy_t(float a, const typename L::T* x, float* y, int64_t n) {
+  using T = typename L::T;
+  const typename V::R av = V::set1(a);
+  int64_t i = 0;
+  for (; i + V::W <= n; i += V::W) V::store(y + i, V::fma(av, L::load(x + i), V::load(y + i)));
+  if (i < n) {
+    T xt[V::W];
+    float yt[V::W];
+    std::memset(xt, 0, sizeof(xt));
+    std::memset(yt, 0, sizeof(yt));
+    std::memcpy(xt, x + i, static_cast<size_t>(n - i) * sizeof(T));
+    std::memcpy(yt, y + i, static_cast<size_t>(n - i) * sizeof(float));
+    V::store(yt, V::fma(av, L::load(xt), V::load(yt)));
+    std::memcpy(y + i, yt, static_cast<size_t>(n - i) * sizeof(float));
+  }
+}
+
+template <class V>
+void axpy(float a, const void* x, DType xdt, float* y, int64_t n) {
+  switch (xdt) {
+    case DType::BF16: axpy_t<V, LoadBF16<V>>(a, static_cast<const uint16_t*>(x), y, n); return;
+    case DType::F16: axpy_t<V, LoadF16<V>>(a, static_cast<const uint16_t*>(x), y, n); return;
+    default: axpy_t<V, LoadF32<V>>(a, static_cast<const float*>(x), y, n); return;
+  }
+}
+
+template <class V>
+float sum_squares(const float* x, int64_t n) {
+  float out = 0;
+  tile<V, LoadF32<V>, 1, 1, false>(x, 0, x, 0, n, &out, 0);
+  return out;
+}
+
+// Four accumulators: this one only feeds the bandwidth probe and reductions
+// where order across calls does not matter.
+template <class V>
+float sum(const float* x, int64_t n) {
+  using R = typename V::R;
+  R a0 = V::zero(), a1 = V::zero(), a2 = V::zero(), a3 = V::zero();
+  int64_t i = 0;
+  for (; i + 4 * V::W <= n; i += 4 * V::W) {
+    a0 = V::add(a0, V::load(x + i));
+    a1 = V::add(a1, V::load(x + i + V::W));
+    a2 = V::add(a2, V::load(x + i + 2 * V::W));
+    a3 = V::add(a3, V::load(x + i + 3 * V::W));
+  }
+  float s = V::reduce(V::add(V::add(a0, a1), V::add(a2, a3)));
+  for (; i < n; ++i) s += x[i];
+  return s;
+}
+
+template <class V>
+void scale_by(const float* x, float s, const float* w, bool unit_offset, float* y, int64_t n) {
+  const typename V::R sv = V::set1(s), one = V::set1(1.0f);
+  int64_t i = 0;
+  for (; i + V::W <= n; i += V::W) {
+    typename V::R v = V::mul(V::load(x + i), sv);
+    if (w) v = V::mul(v, unit_offset ? V::add(one, V::load(w + i)) : V::load(w + i));
+    V::store(y + i, v);
+  }
+  for (; i < n; ++i) {
+    float v = x[i] * s;
+    if (w) v = v * (unit_offset ? 1.0f + w[i] : w[i]);
+    y[i] = v;
+  }
+}
+
+template <class V, class L>
+void to_f32_t(const typename L::T* src, int64_t n, float* dst) {
+  using T = typename L::T;
+  int64_t i = 0;
+  for (; i + V::W <= n; i += V::W) V::store(dst + i, L::load(src + i));
+  if (i < n) {
+    T t[V::W];
+    float o[V::W];
+    std::memset(t, 0, sizeof(t));
+    std::memcpy(t, src + i, static_cast<size_t>(n - i) * sizeof(T));
+    V::store(o, L::load(t));
+    std::memcpy(dst + i, o, static_cast<size_t>(n - i) * sizeof(float));
+  }
+}
+
+template <class V>
+void to_f32(const void* src, DType t, int64_t n, float* dst) {
+  switch (t) {
+    case DType::BF16: to_f32_t<V, LoadBF16<V>>(static_cast<const uint16_t*>(src), n, dst); return;
+    case DType::F16: to_f32_t<V, LoadF16<V>>(static_cast<const uint16_t*>(src), n, dst); return;
+    default: std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); return;
+  }
+}
+
+template <class V>
+void convert_rows(const void* src, DType t, int64_t ld, int64_t rows, int64_t k, float* dst, int64_t ldd) {
+  const size_t es = t == DType::F32 ? 4 : 2;
+  for (int64_t r = 0; r < rows; ++r)
+    to_f32<V>(static_cast<const uint8_t*>(src) + static_cast<size_t>(r * ld) * es, t, k, dst + r * ldd);
+}
+
+template <class V>
+KernelTable make_table(const char* name) {
+  KernelTable t;
+  t.name = name;
+  t.lanes = V::W;
+  t.linear_block = &linear_block<V>;
+  t.dot = &dot<V>;
+  t.axpy = &axpy<V>;
+  t.sum_squares = &sum_squares<V>;
+  t.sum = &sum<V>;
+  t.scale_by = &scale_by<V>;
+  t.to_f32 = &to_f32<V>;
+  return t;
+}

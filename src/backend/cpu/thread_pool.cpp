@@ -63,10 +63,13 @@ void ThreadPool::drain() {
   if (!job) return;
   const int64_t tag = static_cast<int64_t>(gen & 0xffffff) << kIndexBits;
   while (true) {
-    int64_t claim = next_.fetch_add(1, std::memory_order_acq_rel);
-    if ((claim & ~kIndexMask) != tag) return;
+    // Compare-and-swap, not fetch_add: a late worker must not consume an
+    // index of a newer job that it will then refuse to run.
+    int64_t claim = next_.load(std::memory_order_acquire);
+    do {
+      if ((claim & ~kIndexMask) != tag || (claim & kIndexMask) >= tasks) return;
+    } while (!next_.compare_exchange_weak(claim, claim + 1, std::memory_order_acq_rel));
     int64_t task = claim & kIndexMask;
-    if (task >= tasks) return;
     (*job)(task);
     if (remaining_.fetch_sub(1) == 1 && caller_sleeping_.load()) {
       std::lock_guard<std::mutex> lock(mu_);

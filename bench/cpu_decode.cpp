@@ -3,12 +3,14 @@
 // machine's memory-read roofline measured in the same run.
 //
 //   cpu_decode [--threads 1,2] [--prompts 64,512] [--decode 32] [--layers 16] [--bw-gib 1]
+//   cpu_decode --gemm 1 [--threads 1,2]     (only the dense-linear GEMM rate)
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <map>
 #include <string>
 #include <vector>
@@ -124,7 +126,7 @@ double read_bandwidth(size_t bytes) {
   double best = 0;
   volatile float sink = 0;
   for (int rep = 0; rep < 3; ++rep) {
-    const int chunks = cpu::num_threads();
+    const int chunks = 16 * cpu::num_threads();  // claimed dynamically, as the linear kernel does
     std::vector<float> part(static_cast<size_t>(chunks));
     auto t0 = Clock::now();
     cpu::pool().run(chunks, [&](int64_t c) {
@@ -147,6 +149,30 @@ std::vector<int32_t> random_ids(int n, int64_t vocab, uint32_t seed) {
   return ids;
 }
 
+// GEMM rate of the dense linear kernel on one prefill-shaped product, by wall
+// time and by this process's CPU time (the latter is robust to a loaded machine).
+void gemm_rate(int64_t n, int64_t k, int64_t m, DType wdt) {
+  std::vector<float> x(static_cast<size_t>(n * k), 0.01f), y(static_cast<size_t>(n * m));
+  std::vector<uint16_t> w16(static_cast<size_t>(m * k));
+  std::vector<float> w32;
+  fill_random_bf16(w16.data(), m * k, 7, 0.02f);
+  if (wdt == DType::F32) {
+    w32.resize(w16.size());
+    for (size_t i = 0; i < w16.size(); ++i) w32[i] = bf16_to_f32(w16[i]);
+  }
+  const void* w = wdt == DType::F32 ? static_cast<const void*>(w32.data()) : w16.data();
+  cpu::linear_dense(x.data(), n, k, w, wdt, k, m, y.data());
+  const int reps = n >= 64 ? 3 : 20;
+  std::clock_t c0 = std::clock();
+  auto t0 = Clock::now();
+  for (int r = 0; r < reps; ++r) cpu::linear_dense(x.data(), n, k, w, wdt, k, m, y.data());
+  double wall = seconds_since(t0), cpu = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
+  double flop = 2.0 * static_cast<double>(n * k * m) * reps;
+  std::printf("gemm %s n=%ld k=%ld m=%ld, %d thread(s): %.1f GFLOP/s wall, %.1f GFLOP/s per CPU-second\n",
+              dtype_name(wdt), static_cast<long>(n), static_cast<long>(k), static_cast<long>(m), cpu::num_threads(),
+              flop / wall / 1e9, flop / cpu / 1e9);
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
@@ -158,6 +184,7 @@ int main(int argc, char** argv) {
   std::vector<int> threads{1, 2}, prompts{64, 512};
   int decode = 32, layers = 16;
   double bw_gib = 1.0;
+  bool gemm_only = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
     if (a == "--threads") threads = parse_list(argv[i + 1]);
@@ -165,6 +192,7 @@ int main(int argc, char** argv) {
     else if (a == "--decode") decode = std::atoi(argv[i + 1]);
     else if (a == "--layers") layers = std::atoi(argv[i + 1]);
     else if (a == "--bw-gib") bw_gib = std::atof(argv[i + 1]);
+    else if (a == "--gemm") gemm_only = std::atoi(argv[i + 1]) != 0;
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -174,6 +202,14 @@ int main(int argc, char** argv) {
   try {
     runtime::init_backends();
     std::printf("isa: %s\n", cpu::isa_name(cpu::active_isa()));
+    if (gemm_only) {
+      for (int t : threads) {
+        cpu::set_num_threads(t);
+        for (int64_t n : {1, 64, 512}) gemm_rate(n, 2048, 2048, DType::BF16);
+        gemm_rate(64, 2048, 2048, DType::F32);
+      }
+      return 0;
+    }
     ModelConfig cfg = llama_1b_config(layers);
     RandomSource src(cfg);
     auto t0 = Clock::now();

@@ -140,7 +140,13 @@ void linear_dense(const float* x, int64_t n, int64_t k, const void* w, DType wdt
   // arithmetic of a single (row, column) dot.
   constexpr int64_t kUnit = kMaxPanelRows;
   const int64_t units = (m + kUnit - 1) / kUnit;
-  pool().parallel_for(units, 1, [&](int64_t ub, int64_t ue) {
+  // Many small chunks, claimed dynamically: on a shared machine a thread that
+  // is descheduled holds up the whole step only for one small chunk.
+  const int64_t chunks = std::min<int64_t>(units, 16 * static_cast<int64_t>(pool().size()));
+  const int64_t per = (units + chunks - 1) / chunks;
+  pool().run(chunks, [&](int64_t c) {
+    const int64_t ub = c * per, ue = std::min(units, ub + per);
+    if (ub >= ue) return;
     thread_local std::vector<float> scratch;
     const size_t need = static_cast<size_t>(linear_scratch_floats(k));
     if (scratch.size() < need) scratch.resize(need);

@@ -75,6 +75,67 @@ inline void tile(const float* x, int64_t ldx, const typename L::T* w, int64_t ld
     for (int r = 0; r < NW; ++r) y[i * ldy + r] = V::reduce(acc[i][r]);
 }
 
+// The same per-lane sequence as tile(), over k in [k0, k1) only: the
+// accumulators live in `state` between calls (an exact store and reload), so
+// splitting k into L1-sized blocks gives the same bits as one pass.
+template <class V, int NX, int NW>
+inline void tile_kblock(const float* x, int64_t ldx, const float* w, int64_t ldw, int64_t k0, int64_t k1,
+                        int64_t k, typename V::R* state, float* y, int64_t ldy) {
+  using R = typename V::R;
+  R acc[NX][NW];
+  for (int i = 0; i < NX; ++i)
+    for (int r = 0; r < NW; ++r) acc[i][r] = k0 == 0 ? V::zero() : state[i * NW + r];
+  const int64_t kv = imin(k1, k - k % V::W);
+  int64_t kk = k0;
+  for (; kk < kv; kk += V::W) {
+    R xv[NX];
+    for (int i = 0; i < NX; ++i) xv[i] = V::load(x + i * ldx + kk);
+    for (int r = 0; r < NW; ++r) {
+      R wv = V::load(w + r * ldw + kk);
+      for (int i = 0; i < NX; ++i) acc[i][r] = V::fma(xv[i], wv, acc[i][r]);
+    }
+  }
+  if (k1 == k && kk < k) {
+    const int64_t rem = k - kk;
+    float xt[NX][V::W], wt[NW][V::W];
+    std::memset(xt, 0, sizeof(xt));
+    std::memset(wt, 0, sizeof(wt));
+    for (int i = 0; i < NX; ++i) std::memcpy(xt[i], x + i * ldx + kk, static_cast<size_t>(rem) * sizeof(float));
+    for (int r = 0; r < NW; ++r) std::memcpy(wt[r], w + r * ldw + kk, static_cast<size_t>(rem) * sizeof(float));
+    R xv[NX];
+    for (int i = 0; i < NX; ++i) xv[i] = V::load(xt[i]);
+    for (int r = 0; r < NW; ++r) {
+      R wv = V::load(wt[r]);
+      for (int i = 0; i < NX; ++i) acc[i][r] = V::fma(xv[i], wv, acc[i][r]);
+    }
+  }
+  if (k1 == k) {
+    for (int i = 0; i < NX; ++i)
+      for (int r = 0; r < NW; ++r) y[i * ldy + r] = V::reduce(acc[i][r]);
+  } else {
+    for (int i = 0; i < NX; ++i)
+      for (int r = 0; r < NW; ++r) state[i * NW + r] = acc[i][r];
+  }
+}
+
+template <class V, int NW>
+inline void tile_kblock_nx(int64_t nx, const float* x, int64_t ldx, const float* w, int64_t ldw, int64_t k0,
+                           int64_t k1, int64_t k, typename V::R* state, float* y, int64_t ldy) {
+  switch (nx) {
+    case 1: tile_kblock<V, 1, NW>(x, ldx, w, ldw, k0, k1, k, state, y, ldy); return;
+    case 2:
+      if constexpr (V::MX >= 2) tile_kblock<V, 2, NW>(x, ldx, w, ldw, k0, k1, k, state, y, ldy);
+      return;
+    case 3:
+      if constexpr (V::MX >= 3) tile_kblock<V, 3, NW>(x, ldx, w, ldw, k0, k1, k, state, y, ldy);
+      return;
+    case 4:
+      if constexpr (V::MX >= 4) tile_kblock<V, 4, NW>(x, ldx, w, ldw, k0, k1, k, state, y, ldy);
+      return;
+    default: return;
+  }
+}
+
 // Rows of x in [0, nx) with nx <= V::MX, chosen at run time.
 template <class V, class L, int NW, bool kPrefetch>
 inline void tile_nx(int64_t nx, const float* x, int64_t ldx, const typename L::T* w, int64_t ldw, int64_t k,
@@ -117,13 +178,18 @@ void linear_stream(const LinearBlock& b) {
 template <class V>
 void convert_rows(const void* src, DType t, int64_t ld, int64_t rows, int64_t k, float* dst, int64_t ldd);
 
-// Many x rows: each panel of 4 weight rows (as f32) is reused by a block of x
-// rows that stays in L2.
+constexpr int64_t kMaxBlockRows = 128;
+
+// Many x rows: each panel of 4 weight rows (as f32) is reused by a block of
+// up to 128 x rows; k is walked in blocks so the working set stays in L1/L2.
 template <class V>
 void linear_panels(const LinearBlock& b, float* scratch) {
   constexpr int64_t kPanel = 4;
-  const int64_t budget = 512 * 1024 / static_cast<int64_t>(sizeof(float));
-  int64_t nb = imax(V::MX, budget / imax(1, b.k) / V::MX * V::MX);
+  // x rows per block: the whole block (all of k) stays in L2 while every
+  // panel of this thread's weight rows passes over it.
+  constexpr int64_t kKBlock = 512;
+  const int64_t nb = imin(kMaxBlockRows, imax(V::MX, 512 * 1024 / 4 / imax(1, b.k) / V::MX * V::MX));
+  typename V::R state[kMaxBlockRows * kPanel];
   const int64_t ldp = b.k + 16;
   const size_t es = b.wdt == DType::F32 ? 4 : 2;
   for (int64_t x0 = 0; x0 < b.n; x0 += nb) {
@@ -141,15 +207,21 @@ void linear_panels(const LinearBlock& b, float* scratch) {
         panel = scratch;
         ld = ldp;
       }
-      for (int64_t i = x0; i < x1; i += V::MX) {
-        const int64_t nx = imin(V::MX, x1 - i);
-        const float* x = b.x + i * b.ldx;
-        float* y = b.y + i * b.ldy + j;
-        if (rows == kPanel) {
-          tile_nx<V, LoadF32<V>, 4, false>(nx, x, b.ldx, panel, ld, b.k, y, b.ldy);
-        } else {
-          for (int64_t r = 0; r < rows; ++r)
-            tile_nx<V, LoadF32<V>, 1, false>(nx, x, b.ldx, panel + r * ld, ld, b.k, y + r, b.ldy);
+      // k in L1-sized blocks: the panel slice stays in L1 while every x tile
+      // of the block passes over it.
+      for (int64_t k0 = 0; k0 < b.k; k0 += kKBlock) {
+        const int64_t k1 = imin(b.k, k0 + kKBlock);
+        for (int64_t i = x0; i < x1; i += V::MX) {
+          const int64_t nx = imin(V::MX, x1 - i);
+          const float* x = b.x + i * b.ldx;
+          float* y = b.y + i * b.ldy + j;
+          typename V::R* st = state + ((i - x0) / V::MX) * V::MX * kPanel;
+          if (rows == kPanel) {
+            tile_kblock_nx<V, 4>(nx, x, b.ldx, panel, ld, k0, k1, b.k, st, y, b.ldy);
+          } else {
+            for (int64_t r = 0; r < rows; ++r)
+              tile_kblock_nx<V, 1>(nx, x, b.ldx, panel + r * ld, ld, k0, k1, b.k, st + r * V::MX, y + r, b.ldy);
+          }
         }
       }
     }

@@ -78,7 +78,7 @@ TEST_P(PerIsa, LinearMatchesDoubleReference) {
 // group, in a large batch (the tiled path) or on another thread count.
 TEST_P(PerIsa, LinearIsBatchInvariant) {
   for (DType t : {DType::F32, DType::BF16, DType::F16}) {
-    const int64_t n = 37, k = 300, m = 45;
+    const int64_t n = 37, k = 1100, m = 45;  // k spans several k-blocks plus a tail
     Weights w = make_weights(t, m, k, 11);
     std::vector<float> x = random_floats(static_cast<size_t>(n * k), 12);
     std::vector<float> full(static_cast<size_t>(n * m));

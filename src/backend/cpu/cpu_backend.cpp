@@ -316,8 +316,10 @@ Tensor CpuBackend::attention(const Tensor& q_in, const Tensor& k_in, const Tenso
       }
       const float* qr = pq + (i * h + hh) * d;
       float mx = -std::numeric_limits<float>::infinity();
+      dot_rows(qr, pk + static_cast<size_t>((lo * kvh + kh) * d) * kes, kdt, kvh * d, hi - lo + 1, d,
+               scores.data() + lo);
       for (int64_t j = lo; j <= hi; ++j) {
-        float sc = dot(qr, pk + static_cast<size_t>((j * kvh + kh) * d) * kes, kdt, d) * p.scale;
+        float sc = scores[static_cast<size_t>(j)] * p.scale;
         if (p.softcap > 0) sc = std::tanh(sc / p.softcap) * p.softcap;
         scores[static_cast<size_t>(j)] = sc;
         mx = std::max(mx, sc);

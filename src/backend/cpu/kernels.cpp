@@ -108,6 +108,9 @@ void to_f32(const void* src, DType t, int64_t n, float* dst) {
 
 float dot(const float* a, const void* b, DType bdt, int64_t k) { return kt().dot(a, b, bdt, k); }
 void axpy(float a, const void* x, DType xdt, float* y, int64_t n) { kt().axpy(a, x, xdt, y, n); }
+void dot_rows(const float* a, const void* b, DType bdt, int64_t ldb, int64_t rows, int64_t k, float* out) {
+  kt().dot_rows(a, b, bdt, ldb, rows, k, out);
+}
 float sum_squares(const float* x, int64_t n) { return kt().sum_squares(x, n); }
 float sum(const float* x, int64_t n) { return kt().sum(x, n); }
 void scale_by(const float* x, float s, const float* w, bool unit_offset, float* y, int64_t n) {

@@ -56,6 +56,8 @@ void to_f32(const void* src, DType t, int64_t n, float* dst);
 // Single-threaded vector helpers in the active level's fixed summation order.
 float dot(const float* a, const void* b, DType bdt, int64_t k);      // b: f32 / bf16 / f16
 void axpy(float a, const void* x, DType xdt, float* y, int64_t n);   // y += a * x
+// out[r] = dot(a, b + r * ldb) for r < rows (bit-identical to dot() per row).
+void dot_rows(const float* a, const void* b, DType bdt, int64_t ldb, int64_t rows, int64_t k, float* out);
 float sum_squares(const float* x, int64_t n);
 float sum(const float* x, int64_t n);
 // y = x * s * w (w null: y = x * s); unit_offset applies (1 + w).

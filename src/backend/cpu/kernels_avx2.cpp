@@ -18,6 +18,8 @@ struct V256 {
   using R = __m256;
   static constexpr int W = 8;
   static constexpr int MX = 2;
+  static constexpr bool kReduce16 = false;
+  static void reduce16(const R*, float*) {}
   static R zero() { return _mm256_setzero_ps(); }
   static R load(const float* p) { return _mm256_loadu_ps(p); }
   static R load_bf16(const uint16_t* p) {

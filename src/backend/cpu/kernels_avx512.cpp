@@ -41,6 +41,27 @@ struct V512 {
     return _mm_cvtss_f32(s4);
   }
   static void prefetch(const void* p) { _mm_prefetch(static_cast<const char*>(p), _MM_HINT_T0); }
+
+  // Sixteen reductions at once, each in reduce()'s tree: lanes i + (i + 8),
+  // then i + (i + 4), i + (i + 2), i + (i + 1).
+  static constexpr bool kReduce16 = true;
+  static void reduce16(const R* a, float* out) {
+    R c[8], e[4], g[2];
+    for (int m = 0; m < 8; ++m)  // c[m]: dot 2m in lanes 0-7, dot 2m+1 in lanes 8-15
+      c[m] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * m], a[2 * m + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                           _mm512_shuffle_f32x4(a[2 * m], a[2 * m + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    for (int p = 0; p < 4; ++p)  // e[p]: quarter q holds dot 4p+q
+      e[p] = _mm512_add_ps(_mm512_shuffle_f32x4(c[2 * p], c[2 * p + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                           _mm512_shuffle_f32x4(c[2 * p], c[2 * p + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    for (int r = 0; r < 2; ++r)  // g[r]: quarter q holds dots 8r+q (lanes 0-1) and 8r+4+q (lanes 2-3)
+      g[r] = _mm512_add_ps(_mm512_shuffle_ps(e[2 * r], e[2 * r + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                           _mm512_shuffle_ps(e[2 * r], e[2 * r + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    // Lane 4q+s holds dot 4s+q; permute into dot order.
+    R h = _mm512_add_ps(_mm512_shuffle_ps(g[0], g[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                        _mm512_shuffle_ps(g[0], g[1], _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    _mm512_storeu_ps(out, _mm512_permutexvar_ps(idx, h));
+  }
 };
 
 #include "backend/cpu/kernels_impl.h"

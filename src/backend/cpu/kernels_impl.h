@@ -5,7 +5,8 @@
 //
 // V provides: R (register), W (lanes), MX (x rows per tile), zero, load,
 // load_bf16, load_f16, fma(a, b, c) = a * b + c, add, mul, set1, store,
-// reduce (a fixed tree), prefetch.
+// reduce (a fixed tree), prefetch; kReduce16 and reduce16 (16 registers to 16
+// sums, each in exactly reduce()'s order) where the level has a fast one.
 //
 // The dot-product order is the invariant that makes batching safe: lane l of
 // one accumulator sums the products at k = l, l + W, l + 2W, ... in order (the
@@ -257,6 +258,53 @@ float dot(const float* a, const void* b, DType bdt, int64_t k) {
   }
 }
 
+// out[r] = dot(a, b + r * ldb) for r in [0, rows): attention scores. Levels
+// with reduce16 add 16 accumulators at once in the same tree as reduce().
+template <class V, class L>
+void dot_rows_t(const float* a, const typename L::T* b, int64_t ldb, int64_t rows, int64_t k, float* out) {
+  using R = typename V::R;
+  using T = typename L::T;
+  int64_t r0 = 0;
+  if constexpr (V::kReduce16) {
+    for (; r0 + 16 <= rows; r0 += 16) {
+      const T* bb = b + r0 * ldb;
+      R acc[16];
+      for (int r = 0; r < 16; ++r) acc[r] = V::zero();
+      const int64_t kv = k - k % V::W;
+      int64_t kk = 0;
+      for (; kk < kv; kk += V::W) {
+        R xv = V::load(a + kk);
+        for (int r = 0; r < 16; ++r) acc[r] = V::fma(xv, L::load(bb + r * ldb + kk), acc[r]);
+      }
+      if (kk < k) {
+        const int64_t rem = k - kk;
+        float xt[V::W];
+        std::memset(xt, 0, sizeof(xt));
+        std::memcpy(xt, a + kk, static_cast<size_t>(rem) * sizeof(float));
+        R xv = V::load(xt);
+        for (int r = 0; r < 16; ++r) {
+          T wt[V::W];
+          std::memset(wt, 0, sizeof(wt));
+          std::memcpy(wt, bb + r * ldb + kk, static_cast<size_t>(rem) * sizeof(T));
+          acc[r] = V::fma(xv, L::load(wt), acc[r]);
+        }
+      }
+      V::reduce16(acc, out + r0);
+    }
+  }
+  for (; r0 + 4 <= rows; r0 += 4) tile<V, L, 1, 4, false>(a, 0, b + r0 * ldb, ldb, k, out + r0, 0);
+  for (; r0 < rows; ++r0) tile<V, L, 1, 1, false>(a, 0, b + r0 * ldb, ldb, k, out + r0, 0);
+}
+
+template <class V>
+void dot_rows(const float* a, const void* b, DType bdt, int64_t ldb, int64_t rows, int64_t k, float* out) {
+  switch (bdt) {
+    case DType::BF16: dot_rows_t<V, LoadBF16<V>>(a, static_cast<const uint16_t*>(b), ldb, rows, k, out); return;
+    case DType::F16: dot_rows_t<V, LoadF16<V>>(a, static_cast<const uint16_t*>(b), ldb, rows, k, out); return;
+    default: dot_rows_t<V, LoadF32<V>>(a, static_cast<const float*>(b), ldb, rows, k, out); return;
+  }
+}
+
 template <class V, class L>
 void axpy_t(float a, const typename L::T* x, float* y, int64_t n) {
   using T = typename L::T;
@@ -363,6 +411,7 @@ KernelTable make_table(const char* name) {
   t.lanes = V::W;
   t.linear_block = &linear_block<V>;
   t.dot = &dot<V>;
+  t.dot_rows = &dot_rows<V>;
   t.axpy = &axpy<V>;
   t.sum_squares = &sum_squares<V>;
   t.sum = &sum<V>;

@@ -136,6 +136,24 @@ TEST_P(PerIsa, VectorHelpersMatchDoubleReference) {
   }
 }
 
+// Attention scores: many rows at once give each row exactly dot()'s bits.
+TEST_P(PerIsa, DotRowsEqualsDotPerRow) {
+  for (DType t : {DType::F32, DType::BF16, DType::F16})
+    for (int64_t k : {1, 17, 64, 100})
+      for (int64_t rows : {1, 5, 16, 17, 35}) {
+        const int64_t ld = k + 3;
+        Weights w = make_weights(t, rows, ld, static_cast<uint32_t>(k * 100 + rows));
+        std::vector<float> a = random_floats(static_cast<size_t>(k), 7);
+        std::vector<float> out(static_cast<size_t>(rows));
+        dot_rows(a.data(), w.bytes.data(), t, ld, rows, k, out.data());
+        for (int64_t r = 0; r < rows; ++r) {
+          float one = dot(a.data(), w.bytes.data() + r * ld * dtype_size(t), t, k);
+          ASSERT_EQ(0, std::memcmp(&one, &out[static_cast<size_t>(r)], 4))
+              << dtype_name(t) << " k=" << k << " rows=" << rows << " r=" << r;
+        }
+      }
+}
+
 TEST_P(PerIsa, ActiveLevelIsTheForcedOne) { EXPECT_EQ(active_isa(), GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(Cpu, PerIsa, ::testing::ValuesIn(supported_isas()),

@@ -212,6 +212,10 @@ Tensor CpuBackend::unary(UnaryOp op, const Tensor& x_in) {
   Tensor y = Tensor::empty(x.shape(), DType::F32);
   const float* px = x.data<float>();
   float* py = y.data<float>();
+  if (op == UnaryOp::Silu) {
+    pool().parallel_for(x.numel(), 4096, [&](int64_t b, int64_t e) { silu_mul(px + b, nullptr, py + b, e - b); });
+    return y;
+  }
   pool().parallel_for(x.numel(), 4096, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) py[i] = apply_unary(op, px[i]);
   });
@@ -250,6 +254,10 @@ Tensor CpuBackend::glu(GluOp op, const Tensor& g_in, const Tensor& u_in) {
   const float* pg = g.data<float>();
   const float* pu = u.data<float>();
   float* py = y.data<float>();
+  if (op == GluOp::SwiGlu) {
+    pool().parallel_for(g.numel(), 4096, [&](int64_t s, int64_t e) { silu_mul(pg + s, pu + s, py + s, e - s); });
+    return y;
+  }
   pool().parallel_for(g.numel(), 4096, [&](int64_t s, int64_t e) {
     for (int64_t i = s; i < e; ++i) {
       float a = op == GluOp::SwiGlu ? silu_f(pg[i]) : op == GluOp::GeGluTanh ? gelu_tanh_f(pg[i]) : gelu_f(pg[i]);

@@ -37,6 +37,8 @@ struct KernelTable {
   // y = x * s * w (w may be null: y = x * s); unit_offset applies (1 + w).
   void (*scale_by)(const float* x, float s, const float* w, bool unit_offset, float* y, int64_t n);
   void (*to_f32)(const void* src, DType t, int64_t n, float* dst);
+  // y = silu(g) * u; u null: y = silu(g).
+  void (*silu_mul)(const float* g, const float* u, float* y, int64_t n);
 };
 
 // Weight rows converted to f32 per panel when many x rows reuse them.

@@ -60,6 +60,8 @@ void axpy(float a, const void* x, DType xdt, float* y, int64_t n);   // y += a *
 void dot_rows(const float* a, const void* b, DType bdt, int64_t ldb, int64_t rows, int64_t k, float* out);
 float sum_squares(const float* x, int64_t n);
 float sum(const float* x, int64_t n);
+// y = silu(g) * u (u null: y = silu(g)), vectorised exp.
+void silu_mul(const float* g, const float* u, float* y, int64_t n);
 // y = x * s * w (w null: y = x * s); unit_offset applies (1 + w).
 void scale_by(const float* x, float s, const float* w, bool unit_offset, float* y, int64_t n);
 

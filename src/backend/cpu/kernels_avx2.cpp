@@ -30,6 +30,25 @@ struct V256 {
   static R fma(R a, R b, R c) { return _mm256_fmadd_ps(a, b, c); }
   static R add(R a, R b) { return _mm256_add_ps(a, b); }
   static R mul(R a, R b) { return _mm256_mul_ps(a, b); }
+  static R sub(R a, R b) { return _mm256_sub_ps(a, b); }
+  static R div(R a, R b) { return _mm256_div_ps(a, b); }
+  // e^x as on the AVX-512 level; 2^n built in the exponent field, so x is
+  // clamped to [-87, 88] where n stays a normal exponent.
+  static R exp(R x) {
+    x = _mm256_min_ps(_mm256_max_ps(x, set1(-87.0f)), set1(88.0f));
+    R n = _mm256_round_ps(_mm256_mul_ps(x, set1(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    R r = _mm256_fnmadd_ps(n, set1(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, set1(-2.12194440e-4f), r);
+    R p = set1(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, set1(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, set1(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, set1(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, set1(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, set1(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r);
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(_mm256_add_ps(p, set1(1.0f)), _mm256_castsi256_ps(e));
+  }
   static R set1(float v) { return _mm256_set1_ps(v); }
   static void store(float* p, R v) { _mm256_storeu_ps(p, v); }
   static float reduce(R v) {

@@ -30,6 +30,24 @@ struct V512 {
   static R fma(R a, R b, R c) { return _mm512_fmadd_ps(a, b, c); }
   static R add(R a, R b) { return _mm512_add_ps(a, b); }
   static R mul(R a, R b) { return _mm512_mul_ps(a, b); }
+  static R sub(R a, R b) { return _mm512_sub_ps(a, b); }
+  static R div(R a, R b) { return _mm512_div_ps(a, b); }
+  // e^x: x = n ln2 + r, |r| <= ln2/2, degree-6 polynomial for e^r, scaled by 2^n
+  // with scalef (exact, handles the subnormal range). |x| is clamped to 88.
+  static R exp(R x) {
+    x = _mm512_min_ps(_mm512_max_ps(x, set1(-88.0f)), set1(88.0f));
+    R n = _mm512_roundscale_ps(_mm512_mul_ps(x, set1(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    R r = _mm512_fnmadd_ps(n, set1(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, set1(-2.12194440e-4f), r);
+    R p = set1(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, set1(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, set1(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, set1(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, set1(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, set1(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r);
+    return _mm512_scalef_ps(_mm512_add_ps(p, set1(1.0f)), n);
+  }
   static R set1(float v) { return _mm512_set1_ps(v); }
   static void store(float* p, R v) { _mm512_storeu_ps(p, v); }
   static float reduce(R v) {

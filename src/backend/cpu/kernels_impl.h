@@ -5,7 +5,7 @@
 //
 // V provides: R (register), W (lanes), MX (x rows per tile), zero, load,
 // load_bf16, load_f16, fma(a, b, c) = a * b + c, add, mul, set1, store,
-// reduce (a fixed tree), prefetch; kReduce16 and reduce16 (16 registers to 16
+// sub, div, exp (vector e^x), reduce (a fixed tree), prefetch; kReduce16 and reduce16 (16 registers to 16
 // sums, each in exactly reduce()'s order) where the level has a fast one.
 //
 // The dot-product order is the invariant that makes batching safe: lane l of
@@ -373,6 +373,29 @@ void scale_by(const float* x, float s, const float* w, bool unit_offset, float* 
   }
 }
 
+// y = silu(g) * u (u null: y = silu(g)), silu(x) = x / (1 + exp(-x)) with the
+// level's vector exp; the tail goes through a zero-padded register.
+template <class V>
+void silu_mul(const float* g, const float* u, float* y, int64_t n) {
+  using R = typename V::R;
+  const R one = V::set1(1.0f), zero = V::zero();
+  auto f = [&](R gv, const float* up, float* out) {
+    R s = V::div(gv, V::add(one, V::exp(V::sub(zero, gv))));
+    V::store(out, up ? V::mul(s, V::load(up)) : s);
+  };
+  int64_t i = 0;
+  for (; i + V::W <= n; i += V::W) f(V::load(g + i), u ? u + i : nullptr, y + i);
+  if (i < n) {
+    float gt[V::W], ut[V::W], yt[V::W];
+    std::memset(gt, 0, sizeof(gt));
+    std::memset(ut, 0, sizeof(ut));
+    std::memcpy(gt, g + i, static_cast<size_t>(n - i) * sizeof(float));
+    if (u) std::memcpy(ut, u + i, static_cast<size_t>(n - i) * sizeof(float));
+    f(V::load(gt), u ? ut : nullptr, yt);
+    std::memcpy(y + i, yt, static_cast<size_t>(n - i) * sizeof(float));
+  }
+}
+
 template <class V, class L>
 void to_f32_t(const typename L::T* src, int64_t n, float* dst) {
   using T = typename L::T;
@@ -417,5 +440,6 @@ KernelTable make_table(const char* name) {
   t.sum = &sum<V>;
   t.scale_by = &scale_by<V>;
   t.to_f32 = &to_f32<V>;
+  t.silu_mul = &silu_mul<V>;
   return t;
 }

@@ -1,5 +1,6 @@
 // Portable level (baseline x86-64 / any CPU): 8 lanes in plain C++, no
 // fused multiply-add, so it runs anywhere and serves as the reference order.
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -39,6 +40,18 @@ struct VPortable {
   }
   static R add(R a, R b) {
     for (int i = 0; i < W; ++i) a.v[i] += b.v[i];
+    return a;
+  }
+  static R sub(R a, R b) {
+    for (int i = 0; i < W; ++i) a.v[i] -= b.v[i];
+    return a;
+  }
+  static R div(R a, R b) {
+    for (int i = 0; i < W; ++i) a.v[i] /= b.v[i];
+    return a;
+  }
+  static R exp(R a) {
+    for (float& v : a.v) v = std::exp(v);
     return a;
   }
   static R mul(R a, R b) {

@@ -123,6 +123,14 @@ TEST_P(OpsPerIsa, Activations) {
   expect_close(ops::silu(g).to_f32_vector(), si, 1e-5, "silu");
   expect_close(ops::gelu_tanh(g).to_f32_vector(), ge, 1e-5, "gelu_tanh");
   expect_close(ops::gelu(g).to_f32_vector(), gg, 1e-5, "gelu");
+  // The vector exp's clamped range and the tails: silu of large magnitudes, odd lengths.
+  for (int64_t n : {1, 7, 19}) {
+    std::vector<float> big = random_floats(static_cast<size_t>(n), 30 + static_cast<uint32_t>(n), -120, 120);
+    big[0] = n == 7 ? -87.5f : 88.5f;
+    std::vector<double> ref(big.size());
+    for (size_t i = 0; i < big.size(); ++i) ref[i] = ref_silu(big[i]);
+    expect_close(ops::silu(Tensor::from_f32(big, {n})).to_f32_vector(), ref, 1e-5, "silu wide range");
+  }
   // Elementwise with broadcasting of a row.
   Tensor row = random_tensor({37}, 13);
   auto rv = row.to_f32_vector();

@@ -64,7 +64,8 @@ class RandomSource final : public WeightSource {
     auto [rows, cols] = shape_of(name);
     Weight w;
     w.data = Tensor::empty({rows, cols}, DType::BF16);
-    fill_random_bf16(w.data.data<uint16_t>(), rows * cols, ++seed_, 0.5f / std::sqrt(static_cast<float>(cols)));
+    fill_random_bf16(w.data.data<uint16_t>(), rows * cols, ++seed_,
+                     0.5f / std::sqrt(static_cast<float>(cols)));
     bytes_ += w.nbytes();
     return w;
   }
@@ -77,7 +78,9 @@ class RandomSource final : public WeightSource {
  private:
   std::pair<int64_t, int64_t> shape_of(const std::string& name) const {
     const int64_t hid = c_.hidden_size, hd = c_.head_dim;
-    auto ends = [&](const char* s) { return name.size() >= std::strlen(s) && name.rfind(s) == name.size() - std::strlen(s); };
+    auto ends = [&](const char* s) {
+      return name.size() >= std::strlen(s) && name.rfind(s) == name.size() - std::strlen(s);
+    };
     if (ends("embed_tokens.weight")) return {c_.vocab_size, hid};
     if (ends("q_proj.weight")) return {c_.num_attention_heads * hd, hid};
     if (ends("k_proj.weight") || ends("v_proj.weight")) return {c_.num_key_value_heads * hd, hid};
@@ -169,8 +172,8 @@ void gemm_rate(int64_t n, int64_t k, int64_t m, DType wdt) {
   double wall = seconds_since(t0), cpu = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
   double flop = 2.0 * static_cast<double>(n * k * m) * reps;
   std::printf("gemm %s n=%ld k=%ld m=%ld, %d thread(s): %.1f GFLOP/s wall, %.1f GFLOP/s per CPU-second\n",
-              dtype_name(wdt), static_cast<long>(n), static_cast<long>(k), static_cast<long>(m), cpu::num_threads(),
-              flop / wall / 1e9, flop / cpu / 1e9);
+              dtype_name(wdt), static_cast<long>(n), static_cast<long>(k), static_cast<long>(m),
+              cpu::num_threads(), flop / wall / 1e9, flop / cpu / 1e9);
 }
 
 double median(std::vector<double> v) {
@@ -187,12 +190,18 @@ int main(int argc, char** argv) {
   bool gemm_only = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
-    if (a == "--threads") threads = parse_list(argv[i + 1]);
-    else if (a == "--prompts") prompts = parse_list(argv[i + 1]);
-    else if (a == "--decode") decode = std::atoi(argv[i + 1]);
-    else if (a == "--layers") layers = std::atoi(argv[i + 1]);
-    else if (a == "--bw-gib") bw_gib = std::atof(argv[i + 1]);
-    else if (a == "--gemm") gemm_only = std::atoi(argv[i + 1]) != 0;
+    if (a == "--threads")
+      threads = parse_list(argv[i + 1]);
+    else if (a == "--prompts")
+      prompts = parse_list(argv[i + 1]);
+    else if (a == "--decode")
+      decode = std::atoi(argv[i + 1]);
+    else if (a == "--layers")
+      layers = std::atoi(argv[i + 1]);
+    else if (a == "--bw-gib")
+      bw_gib = std::atof(argv[i + 1]);
+    else if (a == "--gemm")
+      gemm_only = std::atoi(argv[i + 1]) != 0;
     else {
       std::fprintf(stderr, "unknown option %s\n", a.c_str());
       return 2;
@@ -214,8 +223,8 @@ int main(int argc, char** argv) {
     RandomSource src(cfg);
     auto t0 = Clock::now();
     auto model = build_model(cfg, src, LoadOptions{});
-    std::printf("model: Llama-3.2-1B shape, %d layers, bf16 random, %.3f GB weights (built in %.1f s)\n", layers,
-                static_cast<double>(model->weight_bytes()) / 1e9, seconds_since(t0));
+    std::printf("model: Llama-3.2-1B shape, %d layers, bf16 random, %.3f GB weights (built in %.1f s)\n",
+                layers, static_cast<double>(model->weight_bytes()) / 1e9, seconds_since(t0));
 
     std::map<int, double> bandwidth;
     for (int t : threads) {
@@ -255,9 +264,10 @@ int main(int argc, char** argv) {
         for (const auto& l : layout) kv += 2.0 * ctx * static_cast<double>(l.kv_heads * l.head_dim) * 2.0;
         double bytes = static_cast<double>(model->weight_bytes()) + kv;
         double roof = bandwidth[t] / bytes;
-        std::printf("threads %d  decode (ctx %d, %d steps): %6.2f tok/s median, roofline %.2f tok/s "
-                    "(%.2f GB/token) -> %.0f%% of roofline\n",
-                    t, p, decode, 1.0 / step, roof, bytes / 1e9, 100.0 / step / roof);
+        std::printf(
+            "threads %d  decode (ctx %d, %d steps): %6.2f tok/s median, roofline %.2f tok/s "
+            "(%.2f GB/token) -> %.0f%% of roofline\n",
+            t, p, decode, 1.0 / step, roof, bytes / 1e9, 100.0 / step / roof);
       }
     }
   } catch (const std::exception& e) {

@@ -20,6 +20,10 @@ Tensor as_f32(const Tensor& t) {
   return c.to(DType::F32);
 }
 
+// Elementwise work per thread chunk: a decode step's vectors (a few thousand
+// values) run inline instead of paying a pool round trip; prefill splits.
+constexpr int64_t kElementwiseGrain = 32768;
+
 int64_t rows_of(const Tensor& t) { return t.ndim() ? t.numel() / t.dim(-1) : 1; }
 
 float gelu_tanh_f(float x) {
@@ -31,16 +35,26 @@ float silu_f(float x) { return x / (1.0f + std::exp(-x)); }
 
 float apply_unary(UnaryOp op, float x) {
   switch (op) {
-    case UnaryOp::Silu: return silu_f(x);
-    case UnaryOp::GeluTanh: return gelu_tanh_f(x);
-    case UnaryOp::Gelu: return gelu_f(x);
-    case UnaryOp::Sigmoid: return 1.0f / (1.0f + std::exp(-x));
-    case UnaryOp::Exp: return std::exp(x);
-    case UnaryOp::Tanh: return std::tanh(x);
-    case UnaryOp::Softplus: return x > 20.0f ? x : std::log1p(std::exp(x));
-    case UnaryOp::Neg: return -x;
-    case UnaryOp::Square: return x * x;
-    case UnaryOp::Sqrt: return std::sqrt(x);
+    case UnaryOp::Silu:
+      return silu_f(x);
+    case UnaryOp::GeluTanh:
+      return gelu_tanh_f(x);
+    case UnaryOp::Gelu:
+      return gelu_f(x);
+    case UnaryOp::Sigmoid:
+      return 1.0f / (1.0f + std::exp(-x));
+    case UnaryOp::Exp:
+      return std::exp(x);
+    case UnaryOp::Tanh:
+      return std::tanh(x);
+    case UnaryOp::Softplus:
+      return x > 20.0f ? x : std::log1p(std::exp(x));
+    case UnaryOp::Neg:
+      return -x;
+    case UnaryOp::Square:
+      return x * x;
+    case UnaryOp::Sqrt:
+      return std::sqrt(x);
   }
   return x;
 }
@@ -213,10 +227,11 @@ Tensor CpuBackend::unary(UnaryOp op, const Tensor& x_in) {
   const float* px = x.data<float>();
   float* py = y.data<float>();
   if (op == UnaryOp::Silu) {
-    pool().parallel_for(x.numel(), 4096, [&](int64_t b, int64_t e) { silu_mul(px + b, nullptr, py + b, e - b); });
+    pool().parallel_for(x.numel(), kElementwiseGrain,
+                        [&](int64_t b, int64_t e) { silu_mul(px + b, nullptr, py + b, e - b); });
     return y;
   }
-  pool().parallel_for(x.numel(), 4096, [&](int64_t b, int64_t e) {
+  pool().parallel_for(x.numel(), kElementwiseGrain, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) py[i] = apply_unary(op, px[i]);
   });
   return y;
@@ -232,14 +247,22 @@ Tensor CpuBackend::binary(BinaryOp op, const Tensor& a_in, const Tensor& b_in) {
   const float* pa = a.data<float>();
   const float* pb = b.data<float>();
   float* py = y.data<float>();
-  pool().parallel_for(n, 4096, [&](int64_t s, int64_t e) {
+  pool().parallel_for(n, kElementwiseGrain, [&](int64_t s, int64_t e) {
     for (int64_t i = s; i < e; ++i) {
       float u = pa[i], v = pb[bn == n ? i : i % bn];
       switch (op) {
-        case BinaryOp::Add: py[i] = u + v; break;
-        case BinaryOp::Sub: py[i] = u - v; break;
-        case BinaryOp::Mul: py[i] = u * v; break;
-        case BinaryOp::Div: py[i] = u / v; break;
+        case BinaryOp::Add:
+          py[i] = u + v;
+          break;
+        case BinaryOp::Sub:
+          py[i] = u - v;
+          break;
+        case BinaryOp::Mul:
+          py[i] = u * v;
+          break;
+        case BinaryOp::Div:
+          py[i] = u / v;
+          break;
       }
     }
   });
@@ -255,12 +278,15 @@ Tensor CpuBackend::glu(GluOp op, const Tensor& g_in, const Tensor& u_in) {
   const float* pu = u.data<float>();
   float* py = y.data<float>();
   if (op == GluOp::SwiGlu) {
-    pool().parallel_for(g.numel(), 4096, [&](int64_t s, int64_t e) { silu_mul(pg + s, pu + s, py + s, e - s); });
+    pool().parallel_for(g.numel(), kElementwiseGrain,
+                        [&](int64_t s, int64_t e) { silu_mul(pg + s, pu + s, py + s, e - s); });
     return y;
   }
-  pool().parallel_for(g.numel(), 4096, [&](int64_t s, int64_t e) {
+  pool().parallel_for(g.numel(), kElementwiseGrain, [&](int64_t s, int64_t e) {
     for (int64_t i = s; i < e; ++i) {
-      float a = op == GluOp::SwiGlu ? silu_f(pg[i]) : op == GluOp::GeGluTanh ? gelu_tanh_f(pg[i]) : gelu_f(pg[i]);
+      float a = op == GluOp::SwiGlu      ? silu_f(pg[i])
+                : op == GluOp::GeGluTanh ? gelu_tanh_f(pg[i])
+                                         : gelu_f(pg[i]);
       py[i] = a * pu[i];
     }
   });
@@ -297,8 +323,8 @@ Tensor CpuBackend::attention(const Tensor& q_in, const Tensor& k_in, const Tenso
   Tensor q = as_f32(q_in), k = attn_operand(k_in), v = attn_operand(v_in);
   const int64_t t = q.dim(0), h = q.dim(1), d = q.dim(2);
   const int64_t s = k.dim(0), kvh = k.dim(1), dv = v.dim(2);
-  INGOT_CHECK(k.dim(2) == d && v.dim(0) == s && v.dim(1) == kvh && h % kvh == 0,
-              "attention shapes q ", q.describe(), " k ", k.describe(), " v ", v.describe());
+  INGOT_CHECK(k.dim(2) == d && v.dim(0) == s && v.dim(1) == kvh && h % kvh == 0, "attention shapes q ",
+              q.describe(), " k ", k.describe(), " v ", v.describe());
   const int64_t group = h / kvh;
   Tensor out = Tensor::empty({t, h, dv}, DType::F32);
   const float* pq = q.data<float>();

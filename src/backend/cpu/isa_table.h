@@ -29,7 +29,8 @@ struct KernelTable {
   // dot(a, b[0..k)) with b of dtype bdt (f32 / bf16 / f16) in the same order as linear_block.
   float (*dot)(const float* a, const void* b, DType bdt, int64_t k);
   // out[r] = dot(a, b + r * ldb) for r < rows, each exactly as dot() computes it.
-  void (*dot_rows)(const float* a, const void* b, DType bdt, int64_t ldb, int64_t rows, int64_t k, float* out);
+  void (*dot_rows)(const float* a, const void* b, DType bdt, int64_t ldb, int64_t rows, int64_t k,
+                   float* out);
   // y[0..n) += a * x[0..n) with x of dtype xdt.
   void (*axpy)(float a, const void* x, DType xdt, float* y, int64_t n);
   float (*sum_squares)(const float* x, int64_t n);

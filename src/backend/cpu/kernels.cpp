@@ -33,9 +33,12 @@ const CpuFeatures& cpu_features() {
 
 const char* isa_name(Isa isa) {
   switch (isa) {
-    case Isa::Portable: return "portable";
-    case Isa::Avx2: return "avx2";
-    case Isa::Avx512: return "avx512";
+    case Isa::Portable:
+      return "portable";
+    case Isa::Avx2:
+      return "avx2";
+    case Isa::Avx512:
+      return "avx512";
   }
   return "?";
 }
@@ -67,9 +70,12 @@ Isa startup_isa() {
 
 const KernelTable& table_for(Isa isa) {
   switch (isa) {
-    case Isa::Avx512: return kernels_avx512();
-    case Isa::Avx2: return kernels_avx2();
-    default: return kernels_portable();
+    case Isa::Avx512:
+      return kernels_avx512();
+    case Isa::Avx2:
+      return kernels_avx2();
+    default:
+      return kernels_portable();
   }
 }
 
@@ -155,8 +161,9 @@ void linear_dense(const float* x, int64_t n, int64_t k, const void* w, DType wdt
     const size_t need = static_cast<size_t>(linear_scratch_floats(k));
     if (scratch.size() < need) scratch.resize(need);
     const int64_t j0 = ub * kUnit, j1 = std::min(m, ue * kUnit);
-    LinearBlock b{x, k, n, k, static_cast<const uint8_t*>(w) + static_cast<size_t>(j0 * ldw) * es, wdt, ldw,
-                  j1 - j0, y + j0, m};
+    LinearBlock b{
+        x,   k,   n,       k,      static_cast<const uint8_t*>(w) + static_cast<size_t>(j0 * ldw) * es,
+        wdt, ldw, j1 - j0, y + j0, m};
     t.linear_block(b, scratch.data());
   });
 }

@@ -26,7 +26,9 @@ struct V256 {
     __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
   }
-  static R load_f16(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+  static R load_f16(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
   static R fma(R a, R b, R c) { return _mm256_fmadd_ps(a, b, c); }
   static R add(R a, R b) { return _mm256_add_ps(a, b); }
   static R mul(R a, R b) { return _mm256_mul_ps(a, b); }
@@ -36,7 +38,8 @@ struct V256 {
   // clamped to [-87, 88] where n stays a normal exponent.
   static R exp(R x) {
     x = _mm256_min_ps(_mm256_max_ps(x, set1(-87.0f)), set1(88.0f));
-    R n = _mm256_round_ps(_mm256_mul_ps(x, set1(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    R n = _mm256_round_ps(_mm256_mul_ps(x, set1(1.44269504088896341f)),
+                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     R r = _mm256_fnmadd_ps(n, set1(0.693359375f), x);
     r = _mm256_fnmadd_ps(n, set1(-2.12194440e-4f), r);
     R p = set1(1.9875691500e-4f);

@@ -36,7 +36,8 @@ struct V512 {
   // with scalef (exact, handles the subnormal range). |x| is clamped to 88.
   static R exp(R x) {
     x = _mm512_min_ps(_mm512_max_ps(x, set1(-88.0f)), set1(88.0f));
-    R n = _mm512_roundscale_ps(_mm512_mul_ps(x, set1(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    R n = _mm512_roundscale_ps(_mm512_mul_ps(x, set1(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     R r = _mm512_fnmadd_ps(n, set1(0.693359375f), x);
     r = _mm512_fnmadd_ps(n, set1(-2.12194440e-4f), r);
     R p = set1(1.9875691500e-4f);

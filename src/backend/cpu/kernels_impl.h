@@ -63,7 +63,8 @@ inline void tile(const float* x, int64_t ldx, const typename L::T* w, int64_t ld
     T wt[NW][V::W];
     std::memset(xt, 0, sizeof(xt));
     std::memset(wt, 0, sizeof(wt));
-    for (int i = 0; i < NX; ++i) std::memcpy(xt[i], x + i * ldx + kk, static_cast<size_t>(rem) * sizeof(float));
+    for (int i = 0; i < NX; ++i)
+      std::memcpy(xt[i], x + i * ldx + kk, static_cast<size_t>(rem) * sizeof(float));
     for (int r = 0; r < NW; ++r) std::memcpy(wt[r], w + r * ldw + kk, static_cast<size_t>(rem) * sizeof(T));
     R xv[NX];
     for (int i = 0; i < NX; ++i) xv[i] = V::load(xt[i]);
@@ -101,8 +102,10 @@ inline void tile_kblock(const float* x, int64_t ldx, const float* w, int64_t ldw
     float xt[NX][V::W], wt[NW][V::W];
     std::memset(xt, 0, sizeof(xt));
     std::memset(wt, 0, sizeof(wt));
-    for (int i = 0; i < NX; ++i) std::memcpy(xt[i], x + i * ldx + kk, static_cast<size_t>(rem) * sizeof(float));
-    for (int r = 0; r < NW; ++r) std::memcpy(wt[r], w + r * ldw + kk, static_cast<size_t>(rem) * sizeof(float));
+    for (int i = 0; i < NX; ++i)
+      std::memcpy(xt[i], x + i * ldx + kk, static_cast<size_t>(rem) * sizeof(float));
+    for (int r = 0; r < NW; ++r)
+      std::memcpy(wt[r], w + r * ldw + kk, static_cast<size_t>(rem) * sizeof(float));
     R xv[NX];
     for (int i = 0; i < NX; ++i) xv[i] = V::load(xt[i]);
     for (int r = 0; r < NW; ++r) {
@@ -123,7 +126,9 @@ template <class V, int NW>
 inline void tile_kblock_nx(int64_t nx, const float* x, int64_t ldx, const float* w, int64_t ldw, int64_t k0,
                            int64_t k1, int64_t k, typename V::R* state, float* y, int64_t ldy) {
   switch (nx) {
-    case 1: tile_kblock<V, 1, NW>(x, ldx, w, ldw, k0, k1, k, state, y, ldy); return;
+    case 1:
+      tile_kblock<V, 1, NW>(x, ldx, w, ldw, k0, k1, k, state, y, ldy);
+      return;
     case 2:
       if constexpr (V::MX >= 2) tile_kblock<V, 2, NW>(x, ldx, w, ldw, k0, k1, k, state, y, ldy);
       return;
@@ -133,7 +138,8 @@ inline void tile_kblock_nx(int64_t nx, const float* x, int64_t ldx, const float*
     case 4:
       if constexpr (V::MX >= 4) tile_kblock<V, 4, NW>(x, ldx, w, ldw, k0, k1, k, state, y, ldy);
       return;
-    default: return;
+    default:
+      return;
   }
 }
 
@@ -143,7 +149,9 @@ inline void tile_nx(int64_t nx, const float* x, int64_t ldx, const typename L::T
                     float* y, int64_t ldy) {
   static_assert(V::MX <= 4);
   switch (nx) {
-    case 1: tile<V, L, 1, NW, kPrefetch>(x, ldx, w, ldw, k, y, ldy); return;
+    case 1:
+      tile<V, L, 1, NW, kPrefetch>(x, ldx, w, ldw, k, y, ldy);
+      return;
     case 2:
       if constexpr (V::MX >= 2) tile<V, L, 2, NW, kPrefetch>(x, ldx, w, ldw, k, y, ldy);
       return;
@@ -153,7 +161,8 @@ inline void tile_nx(int64_t nx, const float* x, int64_t ldx, const typename L::T
     case 4:
       if constexpr (V::MX >= 4) tile<V, L, 4, NW, kPrefetch>(x, ldx, w, ldw, k, y, ldy);
       return;
-    default: return;
+    default:
+      return;
   }
 }
 
@@ -171,7 +180,8 @@ void linear_stream(const LinearBlock& b) {
     if (nx <= 2)
       for (; j + kWide <= b.m; j += kWide)
         tile_nx<V, L, kWide, true>(nx, x, b.ldx, w + j * b.ldw, b.ldw, b.k, y + j, b.ldy);
-    for (; j + 4 <= b.m; j += 4) tile_nx<V, L, 4, true>(nx, x, b.ldx, w + j * b.ldw, b.ldw, b.k, y + j, b.ldy);
+    for (; j + 4 <= b.m; j += 4)
+      tile_nx<V, L, 4, true>(nx, x, b.ldx, w + j * b.ldw, b.ldw, b.k, y + j, b.ldy);
     for (; j < b.m; ++j) tile_nx<V, L, 1, true>(nx, x, b.ldx, w + j * b.ldw, b.ldw, b.k, y + j, b.ldy);
   }
 }
@@ -203,8 +213,8 @@ void linear_panels(const LinearBlock& b, float* scratch) {
         panel = static_cast<const float*>(b.w) + j * b.ldw;
         ld = b.ldw;
       } else {
-        convert_rows<V>(static_cast<const uint8_t*>(b.w) + static_cast<size_t>(j * b.ldw) * es, b.wdt, b.ldw, rows,
-                        b.k, scratch, ldp);
+        convert_rows<V>(static_cast<const uint8_t*>(b.w) + static_cast<size_t>(j * b.ldw) * es, b.wdt, b.ldw,
+                        rows, b.k, scratch, ldp);
         panel = scratch;
         ld = ldp;
       }
@@ -221,7 +231,8 @@ void linear_panels(const LinearBlock& b, float* scratch) {
             tile_kblock_nx<V, 4>(nx, x, b.ldx, panel, ld, k0, k1, b.k, st, y, b.ldy);
           } else {
             for (int64_t r = 0; r < rows; ++r)
-              tile_kblock_nx<V, 1>(nx, x, b.ldx, panel + r * ld, ld, k0, k1, b.k, st + r * V::MX, y + r, b.ldy);
+              tile_kblock_nx<V, 1>(nx, x, b.ldx, panel + r * ld, ld, k0, k1, b.k, st + r * V::MX, y + r,
+                                   b.ldy);
           }
         }
       }
@@ -233,10 +244,17 @@ template <class V>
 void linear_block(const LinearBlock& b, float* scratch) {
   if (b.n <= V::MX) {
     switch (b.wdt) {
-      case DType::F32: linear_stream<V, LoadF32<V>>(b); return;
-      case DType::BF16: linear_stream<V, LoadBF16<V>>(b); return;
-      case DType::F16: linear_stream<V, LoadF16<V>>(b); return;
-      default: return;
+      case DType::F32:
+        linear_stream<V, LoadF32<V>>(b);
+        return;
+      case DType::BF16:
+        linear_stream<V, LoadBF16<V>>(b);
+        return;
+      case DType::F16:
+        linear_stream<V, LoadF16<V>>(b);
+        return;
+      default:
+        return;
     }
   }
   linear_panels<V>(b, scratch);
@@ -252,9 +270,12 @@ float dot_t(const float* a, const void* b, int64_t k) {
 template <class V>
 float dot(const float* a, const void* b, DType bdt, int64_t k) {
   switch (bdt) {
-    case DType::BF16: return dot_t<V, LoadBF16<V>>(a, b, k);
-    case DType::F16: return dot_t<V, LoadF16<V>>(a, b, k);
-    default: return dot_t<V, LoadF32<V>>(a, b, k);
+    case DType::BF16:
+      return dot_t<V, LoadBF16<V>>(a, b, k);
+    case DType::F16:
+      return dot_t<V, LoadF16<V>>(a, b, k);
+    default:
+      return dot_t<V, LoadF32<V>>(a, b, k);
   }
 }
 
@@ -299,9 +320,15 @@ void dot_rows_t(const float* a, const typename L::T* b, int64_t ldb, int64_t row
 template <class V>
 void dot_rows(const float* a, const void* b, DType bdt, int64_t ldb, int64_t rows, int64_t k, float* out) {
   switch (bdt) {
-    case DType::BF16: dot_rows_t<V, LoadBF16<V>>(a, static_cast<const uint16_t*>(b), ldb, rows, k, out); return;
-    case DType::F16: dot_rows_t<V, LoadF16<V>>(a, static_cast<const uint16_t*>(b), ldb, rows, k, out); return;
-    default: dot_rows_t<V, LoadF32<V>>(a, static_cast<const float*>(b), ldb, rows, k, out); return;
+    case DType::BF16:
+      dot_rows_t<V, LoadBF16<V>>(a, static_cast<const uint16_t*>(b), ldb, rows, k, out);
+      return;
+    case DType::F16:
+      dot_rows_t<V, LoadF16<V>>(a, static_cast<const uint16_t*>(b), ldb, rows, k, out);
+      return;
+    default:
+      dot_rows_t<V, LoadF32<V>>(a, static_cast<const float*>(b), ldb, rows, k, out);
+      return;
   }
 }
 
@@ -326,9 +353,15 @@ void axpy_t(float a, const typename L::T* x, float* y, int64_t n) {
 template <class V>
 void axpy(float a, const void* x, DType xdt, float* y, int64_t n) {
   switch (xdt) {
-    case DType::BF16: axpy_t<V, LoadBF16<V>>(a, static_cast<const uint16_t*>(x), y, n); return;
-    case DType::F16: axpy_t<V, LoadF16<V>>(a, static_cast<const uint16_t*>(x), y, n); return;
-    default: axpy_t<V, LoadF32<V>>(a, static_cast<const float*>(x), y, n); return;
+    case DType::BF16:
+      axpy_t<V, LoadBF16<V>>(a, static_cast<const uint16_t*>(x), y, n);
+      return;
+    case DType::F16:
+      axpy_t<V, LoadF16<V>>(a, static_cast<const uint16_t*>(x), y, n);
+      return;
+    default:
+      axpy_t<V, LoadF32<V>>(a, static_cast<const float*>(x), y, n);
+      return;
   }
 }
 
@@ -414,9 +447,15 @@ void to_f32_t(const typename L::T* src, int64_t n, float* dst) {
 template <class V>
 void to_f32(const void* src, DType t, int64_t n, float* dst) {
   switch (t) {
-    case DType::BF16: to_f32_t<V, LoadBF16<V>>(static_cast<const uint16_t*>(src), n, dst); return;
-    case DType::F16: to_f32_t<V, LoadF16<V>>(static_cast<const uint16_t*>(src), n, dst); return;
-    default: std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float)); return;
+    case DType::BF16:
+      to_f32_t<V, LoadBF16<V>>(static_cast<const uint16_t*>(src), n, dst);
+      return;
+    case DType::F16:
+      to_f32_t<V, LoadF16<V>>(static_cast<const uint16_t*>(src), n, dst);
+      return;
+    default:
+      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+      return;
   }
 }
 

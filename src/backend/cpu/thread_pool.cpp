@@ -126,8 +126,7 @@ void ThreadPool::run(int64_t tasks, const std::function<void(int64_t)>& fn) {
   tasks_ = 0;
 }
 
-void ThreadPool::parallel_for(int64_t n, int64_t grain,
-                              const std::function<void(int64_t, int64_t)>& fn) {
+void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
   int64_t max_chunks = (n + grain - 1) / grain;

@@ -1,11 +1,12 @@
 // Raw kernels on every ISA level this CPU supports, against double references.
+#include "backend/cpu/kernels.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstring>
 
-#include "backend/cpu/kernels.h"
 #include "backend/cpu/tests/test_util.h"
 #include "backend/cpu/thread_pool.h"
 #include "tensor/half.h"
@@ -95,12 +96,14 @@ TEST_P(PerIsa, LinearIsBatchInvariant) {
     std::vector<float> cols(static_cast<size_t>(n * 7));
     linear_dense(x.data(), n, k, w.bytes.data() + 10 * k * dtype_size(t), t, k, 7, cols.data());
     for (int64_t i = 0; i < n; ++i)
-      ASSERT_EQ(0, std::memcmp(&cols[static_cast<size_t>(i * 7)], &full[static_cast<size_t>(i * m + 10)], 7 * 4));
+      ASSERT_EQ(
+          0, std::memcmp(&cols[static_cast<size_t>(i * 7)], &full[static_cast<size_t>(i * m + 10)], 7 * 4));
     for (int threads : {1, 3}) {
       set_num_threads(threads);
       std::vector<float> again(full.size());
       linear_dense(x.data(), n, k, w.bytes.data(), t, k, m, again.data());
-      ASSERT_EQ(0, std::memcmp(again.data(), full.data(), full.size() * sizeof(float))) << threads << " threads";
+      ASSERT_EQ(0, std::memcmp(again.data(), full.data(), full.size() * sizeof(float)))
+          << threads << " threads";
     }
     set_num_threads(0);
   }
@@ -157,7 +160,9 @@ TEST_P(PerIsa, DotRowsEqualsDotPerRow) {
 TEST_P(PerIsa, ActiveLevelIsTheForcedOne) { EXPECT_EQ(active_isa(), GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(Cpu, PerIsa, ::testing::ValuesIn(supported_isas()),
-                         [](const ::testing::TestParamInfo<Isa>& i) { return std::string(isa_name(i.param)); });
+                         [](const ::testing::TestParamInfo<Isa>& i) {
+                           return std::string(isa_name(i.param));
+                         });
 
 // The CI machines have AVX-512; if this one reports it, every level must be available.
 TEST(CpuFeatures, LevelsFollowFeatures) {

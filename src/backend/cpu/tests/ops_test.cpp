@@ -1,5 +1,7 @@
 // The op vocabulary through ops:: on the CPU backend: naive double references,
 // non-contiguous inputs, PARITY.md's argmax rule and batch invariance.
+#include "ops/ops.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,7 +10,6 @@
 
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/tests/test_util.h"
-#include "ops/ops.h"
 #include "tensor/half.h"
 #include "util/error.h"
 
@@ -19,7 +20,8 @@ using testing::IsaGuard;
 using testing::random_floats;
 using testing::random_tensor;
 
-void expect_close(const std::vector<float>& got, const std::vector<double>& ref, double tol, const char* what) {
+void expect_close(const std::vector<float>& got, const std::vector<double>& ref, double tol,
+                  const char* what) {
   ASSERT_EQ(got.size(), ref.size()) << what;
   for (size_t i = 0; i < got.size(); ++i)
     ASSERT_NEAR(got[i], ref[i], tol * (1.0 + std::fabs(ref[i]))) << what << " at " << i;
@@ -41,7 +43,8 @@ TEST_P(OpsPerIsa, LinearOnNonContiguousInputs) {
   w.data = random_tensor({m, k}, 2).to(DType::BF16);
   Tensor bias = random_tensor({m}, 3);
   Tensor y = ops::linear(x, w, &bias);
-  std::vector<float> xv = xt.to_f32_vector(), wv = w.data.to(DType::F32).to_f32_vector(), bv = bias.to_f32_vector();
+  std::vector<float> xv = xt.to_f32_vector(), wv = w.data.to(DType::F32).to_f32_vector(),
+                     bv = bias.to_f32_vector();
   std::vector<double> ref(static_cast<size_t>(n * m));
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < m; ++j) {
@@ -103,11 +106,14 @@ TEST_P(OpsPerIsa, RmsNormAndSoftmax) {
   Tensor big = random_tensor({4, 40}, 9);
   Tensor view = big.slice(1, 3, 35);
   Tensor w = random_tensor({32}, 10);
-  EXPECT_EQ(ops::rms_norm(view, w, 1e-6f).to_f32_vector(), ops::rms_norm(view.contiguous(), w, 1e-6f).to_f32_vector());
+  EXPECT_EQ(ops::rms_norm(view, w, 1e-6f).to_f32_vector(),
+            ops::rms_norm(view.contiguous(), w, 1e-6f).to_f32_vector());
 }
 
 double ref_silu(double x) { return x / (1 + std::exp(-x)); }
-double ref_gelu_tanh(double x) { return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+double ref_gelu_tanh(double x) {
+  return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+}
 
 TEST_P(OpsPerIsa, Activations) {
   Tensor g = random_tensor({3, 37}, 11, -6, 6), u = random_tensor({3, 37}, 12);
@@ -201,7 +207,8 @@ std::vector<double> ref_attention(const std::vector<float>& q, const std::vector
         if (c.causal && j > qpos) continue;
         if (c.window > 0 && j <= qpos - c.window) continue;
         double dd = 0;
-        for (int64_t e = 0; e < c.d; ++e) dd += static_cast<double>(q[(i * c.h + hh) * c.d + e]) * k[(j * c.kvh + kh) * c.d + e];
+        for (int64_t e = 0; e < c.d; ++e)
+          dd += static_cast<double>(q[(i * c.h + hh) * c.d + e]) * k[(j * c.kvh + kh) * c.d + e];
         dd *= p.scale;
         if (c.softcap > 0) dd = std::tanh(dd / c.softcap) * c.softcap;
         sc[static_cast<size_t>(j)] = dd;
@@ -212,15 +219,16 @@ std::vector<double> ref_attention(const std::vector<float>& q, const std::vector
       for (double& x : sc) sum += (x = std::exp(x - mx));
       for (int64_t j = 0; j < c.s; ++j)
         for (int64_t e = 0; e < c.d; ++e)
-          out[static_cast<size_t>((i * c.h + hh) * c.d + e)] += sc[static_cast<size_t>(j)] / sum * v[(j * c.kvh + kh) * c.d + e];
+          out[static_cast<size_t>((i * c.h + hh) * c.d + e)] +=
+              sc[static_cast<size_t>(j)] / sum * v[(j * c.kvh + kh) * c.d + e];
     }
   return out;
 }
 
 TEST_P(OpsPerIsa, AttentionMatchesReferenceAndIsRowInvariant) {
   const AttnCase cases[] = {
-      {1, 1, 1, 1, 1, true, 0, 0, DType::F32},     {5, 5, 4, 2, 17, true, 0, 0, DType::F32},
-      {3, 11, 6, 2, 64, true, 0, 0, DType::BF16},  {7, 7, 2, 1, 33, true, 3, 0, DType::F32},
+      {1, 1, 1, 1, 1, true, 0, 0, DType::F32},        {5, 5, 4, 2, 17, true, 0, 0, DType::F32},
+      {3, 11, 6, 2, 64, true, 0, 0, DType::BF16},     {7, 7, 2, 1, 33, true, 3, 0, DType::F32},
       {4, 9, 4, 4, 16, false, 0, 20.0f, DType::BF16}, {6, 6, 8, 2, 24, true, 0, 0, DType::F16},
   };
   for (const AttnCase& c : cases) {
@@ -234,7 +242,8 @@ TEST_P(OpsPerIsa, AttentionMatchesReferenceAndIsRowInvariant) {
     p.softcap = c.softcap;
     p.q_offset = c.s - c.t;
     Tensor o = ops::attention(q, k, v, p);
-    auto ref = ref_attention(q.to_f32_vector(), k.to(DType::F32).to_f32_vector(), v.to(DType::F32).to_f32_vector(), c, p);
+    auto ref = ref_attention(q.to_f32_vector(), k.to(DType::F32).to_f32_vector(),
+                             v.to(DType::F32).to_f32_vector(), c, p);
     expect_close(o.to_f32_vector(), ref, 2e-5, "attention");
     // Each query row alone (with its own offset) gives the same bits as in the block.
     auto full = o.to_f32_vector();
@@ -243,13 +252,16 @@ TEST_P(OpsPerIsa, AttentionMatchesReferenceAndIsRowInvariant) {
       pi.q_offset = p.q_offset + i;
       Tensor oi = ops::attention(q.slice(0, i, i + 1).contiguous(), k, v, pi);
       auto row = oi.to_f32_vector();
-      ASSERT_EQ(0, std::memcmp(row.data(), &full[static_cast<size_t>(i * c.h * c.d)], row.size() * 4)) << "row " << i;
+      ASSERT_EQ(0, std::memcmp(row.data(), &full[static_cast<size_t>(i * c.h * c.d)], row.size() * 4))
+          << "row " << i;
     }
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Cpu, OpsPerIsa, ::testing::ValuesIn(supported_isas()),
-                         [](const ::testing::TestParamInfo<Isa>& i) { return std::string(isa_name(i.param)); });
+                         [](const ::testing::TestParamInfo<Isa>& i) {
+                           return std::string(isa_name(i.param));
+                         });
 
 std::vector<int32_t> argmax_of(const std::vector<float>& v, int64_t rows) {
   return ops::argmax(Tensor::from_f32(v, {rows, static_cast<int64_t>(v.size()) / rows})).to_i32_vector();

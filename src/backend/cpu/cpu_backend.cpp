@@ -182,25 +182,28 @@ void CpuBackend::rope_inplace(Tensor& x, const Tensor& positions, const RopeSpec
   Tensor pos = positions.contiguous();
   INGOT_CHECK(pos.numel() == t && pos.dtype() == DType::I32);
   float* px = x.data<float>();
-  std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
-  for (int64_t i = 0; i < t; ++i) {
-    float p = static_cast<float>(pos.data<int32_t>()[i]);
-    for (int j = 0; j < half; ++j) {
-      float f = p * spec.inv_freq[static_cast<size_t>(j)];  // float32 product, as the reference
-      cs[static_cast<size_t>(j)] = std::cos(f) * spec.attention_scaling;
-      sn[static_cast<size_t>(j)] = std::sin(f) * spec.attention_scaling;
-    }
-    for (int64_t hh = 0; hh < h; ++hh) {
-      float* r = px + (i * h + hh) * d;
+  const int32_t* pp = pos.data<int32_t>();
+  pool().parallel_for(t, 8, [&](int64_t tb, int64_t te) {
+    std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
+    for (int64_t i = tb; i < te; ++i) {
+      float p = static_cast<float>(pp[i]);
       for (int j = 0; j < half; ++j) {
-        int a = spec.interleaved ? 2 * j : j;
-        int b = spec.interleaved ? 2 * j + 1 : j + half;
-        float x0 = r[a], x1 = r[b];
-        r[a] = x0 * cs[static_cast<size_t>(j)] - x1 * sn[static_cast<size_t>(j)];
-        r[b] = x1 * cs[static_cast<size_t>(j)] + x0 * sn[static_cast<size_t>(j)];
+        float f = p * spec.inv_freq[static_cast<size_t>(j)];  // float32 product, as the reference
+        cs[static_cast<size_t>(j)] = std::cos(f) * spec.attention_scaling;
+        sn[static_cast<size_t>(j)] = std::sin(f) * spec.attention_scaling;
+      }
+      for (int64_t hh = 0; hh < h; ++hh) {
+        float* r = px + (i * h + hh) * d;
+        for (int j = 0; j < half; ++j) {
+          int a = spec.interleaved ? 2 * j : j;
+          int b = spec.interleaved ? 2 * j + 1 : j + half;
+          float x0 = r[a], x1 = r[b];
+          r[a] = x0 * cs[static_cast<size_t>(j)] - x1 * sn[static_cast<size_t>(j)];
+          r[b] = x1 * cs[static_cast<size_t>(j)] + x0 * sn[static_cast<size_t>(j)];
+        }
       }
     }
-  }
+  });
 }
 
 Tensor CpuBackend::softmax(const Tensor& x_in) {
@@ -247,25 +250,30 @@ Tensor CpuBackend::binary(BinaryOp op, const Tensor& a_in, const Tensor& b_in) {
   const float* pa = a.data<float>();
   const float* pb = b.data<float>();
   float* py = y.data<float>();
-  pool().parallel_for(n, kElementwiseGrain, [&](int64_t s, int64_t e) {
-    for (int64_t i = s; i < e; ++i) {
-      float u = pa[i], v = pb[bn == n ? i : i % bn];
-      switch (op) {
-        case BinaryOp::Add:
-          py[i] = u + v;
-          break;
-        case BinaryOp::Sub:
-          py[i] = u - v;
-          break;
-        case BinaryOp::Mul:
-          py[i] = u * v;
-          break;
-        case BinaryOp::Div:
-          py[i] = u / v;
-          break;
+  // One loop per op (the compiler vectorises each); b indexed by i % bn when it broadcasts.
+  auto apply = [&](auto f) {
+    pool().parallel_for(n, kElementwiseGrain, [&](int64_t s, int64_t e) {
+      if (bn == n) {
+        for (int64_t i = s; i < e; ++i) py[i] = f(pa[i], pb[i]);
+      } else {
+        for (int64_t i = s; i < e; ++i) py[i] = f(pa[i], pb[i % bn]);
       }
-    }
-  });
+    });
+  };
+  switch (op) {
+    case BinaryOp::Add:
+      apply([](float u, float v) { return u + v; });
+      break;
+    case BinaryOp::Sub:
+      apply([](float u, float v) { return u - v; });
+      break;
+    case BinaryOp::Mul:
+      apply([](float u, float v) { return u * v; });
+      break;
+    case BinaryOp::Div:
+      apply([](float u, float v) { return u / v; });
+      break;
+  }
   return y;
 }
 

@@ -143,6 +143,15 @@ TEST_P(OpsPerIsa, Activations) {
   std::vector<double> ad(gv.size());
   for (size_t i = 0; i < gv.size(); ++i) ad[i] = static_cast<double>(gv[i]) * rv[i % 37];
   expect_close(ops::mul(g, row).to_f32_vector(), ad, 1e-6, "mul broadcast");
+  std::vector<double> sum(gv.size()), diff(gv.size()), quot(gv.size());
+  for (size_t i = 0; i < gv.size(); ++i) {
+    sum[i] = static_cast<double>(gv[i]) + uv[i];
+    diff[i] = static_cast<double>(gv[i]) - rv[i % 37];
+    quot[i] = static_cast<double>(gv[i]) / 4.0;
+  }
+  expect_close(ops::add(g, u).to_f32_vector(), sum, 1e-6, "add");
+  expect_close(ops::sub(g, row).to_f32_vector(), diff, 1e-6, "sub broadcast");
+  expect_close(ops::div(g, Tensor::from_f32({4.0f}, {1})).to_f32_vector(), quot, 1e-6, "div scalar");
 }
 
 TEST_P(OpsPerIsa, RopeRotatesPairs) {

@@ -4,9 +4,9 @@
 // its own internal copy (no inline symbol may be shared across ISA flags).
 //
 // V provides: R (register), W (lanes), MX (x rows per tile), zero, load,
-// load_bf16, load_f16, fma(a, b, c) = a * b + c, add, mul, set1, store,
-// sub, div, exp (vector e^x), reduce (a fixed tree), prefetch; kReduce16 and reduce16 (16 registers to 16
-// sums, each in exactly reduce()'s order) where the level has a fast one.
+// load_bf16, load_f16, fma(a, b, c) = a * b + c, add, sub, mul, div, set1,
+// store, exp (vector e^x), reduce (a fixed tree), prefetch, and kReduce16 /
+// reduce16 (16 registers to 16 sums, each in exactly reduce()'s order).
 //
 // The dot-product order is the invariant that makes batching safe: lane l of
 // one accumulator sums the products at k = l, l + W, l + 2W, ... in order (the

@@ -171,10 +171,11 @@ void gemm_rate(int64_t n, int64_t k, int64_t m, DType wdt) {
   for (int r = 0; r < reps; ++r) cpu::linear_dense(x.data(), n, k, w, wdt, k, m, y.data());
   double wall = seconds_since(t0), cpu = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
   double flop = 2.0 * static_cast<double>(n * k * m) * reps;
-  std::printf("gemm %s n=%ld k=%ld m=%ld, %d thread(s): %.1f GFLOP/s wall, %.1f GFLOP/s per CPU-second\n",
+  const double wbytes = static_cast<double>(m * k) * static_cast<double>(dtype_size(wdt)) * reps;
+  std::printf("gemm %s n=%ld k=%ld m=%ld, %d thread(s): %.1f GFLOP/s wall, %.1f GFLOP/s per CPU-second, "
+              "weights read at %.1f GB/s wall\n",
               dtype_name(wdt), static_cast<long>(n), static_cast<long>(k), static_cast<long>(m),
-              cpu::num_threads(), flop / wall / 1e9, flop / cpu / 1e9);
-}
+              cpu::num_threads(), flop / wall / 1e9, flop / cpu / 1e9, wbytes / wall / 1e9);}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -215,6 +216,7 @@ int main(int argc, char** argv) {
       for (int t : threads) {
         cpu::set_num_threads(t);
         for (int64_t n : {1, 64, 512}) gemm_rate(n, 2048, 2048, DType::BF16);
+        gemm_rate(1, 2048, 128256, DType::BF16);  // the tied lm_head: 525 MB streamed from memory
         gemm_rate(64, 2048, 2048, DType::F32);
       }
       return 0;

@@ -20,6 +20,10 @@ Tensor as_f32(const Tensor& t) {
   return c.to(DType::F32);
 }
 
+// Elementwise work per thread chunk: a decode step's vectors (a few thousand
+// values) run inline instead of paying a pool round trip; prefill splits.
+constexpr int64_t kElementwiseGrain = 32768;
+
 int64_t rows_of(const Tensor& t) { return t.ndim() ? t.numel() / t.dim(-1) : 1; }
 
 float gelu_tanh_f(float x) {
@@ -31,16 +35,26 @@ float silu_f(float x) { return x / (1.0f + std::exp(-x)); }
 
 float apply_unary(UnaryOp op, float x) {
   switch (op) {
-    case UnaryOp::Silu: return silu_f(x);
-    case UnaryOp::GeluTanh: return gelu_tanh_f(x);
-    case UnaryOp::Gelu: return gelu_f(x);
-    case UnaryOp::Sigmoid: return 1.0f / (1.0f + std::exp(-x));
-    case UnaryOp::Exp: return std::exp(x);
-    case UnaryOp::Tanh: return std::tanh(x);
-    case UnaryOp::Softplus: return x > 20.0f ? x : std::log1p(std::exp(x));
-    case UnaryOp::Neg: return -x;
-    case UnaryOp::Square: return x * x;
-    case UnaryOp::Sqrt: return std::sqrt(x);
+    case UnaryOp::Silu:
+      return silu_f(x);
+    case UnaryOp::GeluTanh:
+      return gelu_tanh_f(x);
+    case UnaryOp::Gelu:
+      return gelu_f(x);
+    case UnaryOp::Sigmoid:
+      return 1.0f / (1.0f + std::exp(-x));
+    case UnaryOp::Exp:
+      return std::exp(x);
+    case UnaryOp::Tanh:
+      return std::tanh(x);
+    case UnaryOp::Softplus:
+      return x > 20.0f ? x : std::log1p(std::exp(x));
+    case UnaryOp::Neg:
+      return -x;
+    case UnaryOp::Square:
+      return x * x;
+    case UnaryOp::Sqrt:
+      return std::sqrt(x);
   }
   return x;
 }
@@ -128,10 +142,8 @@ Tensor CpuBackend::rms_norm(const Tensor& x_in, const Tensor& w_in, float eps, b
   pool().parallel_for(n, 16, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       const float* r = px + i * d;
-      float ss = 0;
-      for (int64_t j = 0; j < d; ++j) ss += r[j] * r[j];
-      float inv = 1.0f / std::sqrt(ss / static_cast<float>(d) + eps);
-      for (int64_t j = 0; j < d; ++j) py[i * d + j] = (r[j] * inv) * (unit_offset ? 1.0f + pw[j] : pw[j]);
+      float inv = 1.0f / std::sqrt(sum_squares(r, d) / static_cast<float>(d) + eps);
+      scale_by(r, inv, pw, unit_offset, py + i * d, d);
     }
   });
   return y;
@@ -170,40 +182,45 @@ void CpuBackend::rope_inplace(Tensor& x, const Tensor& positions, const RopeSpec
   Tensor pos = positions.contiguous();
   INGOT_CHECK(pos.numel() == t && pos.dtype() == DType::I32);
   float* px = x.data<float>();
-  std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
-  for (int64_t i = 0; i < t; ++i) {
-    float p = static_cast<float>(pos.data<int32_t>()[i]);
-    for (int j = 0; j < half; ++j) {
-      float f = p * spec.inv_freq[static_cast<size_t>(j)];  // float32 product, as the reference
-      cs[static_cast<size_t>(j)] = std::cos(f) * spec.attention_scaling;
-      sn[static_cast<size_t>(j)] = std::sin(f) * spec.attention_scaling;
-    }
-    for (int64_t hh = 0; hh < h; ++hh) {
-      float* r = px + (i * h + hh) * d;
+  const int32_t* pp = pos.data<int32_t>();
+  pool().parallel_for(t, 8, [&](int64_t tb, int64_t te) {
+    std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
+    for (int64_t i = tb; i < te; ++i) {
+      float p = static_cast<float>(pp[i]);
       for (int j = 0; j < half; ++j) {
-        int a = spec.interleaved ? 2 * j : j;
-        int b = spec.interleaved ? 2 * j + 1 : j + half;
-        float x0 = r[a], x1 = r[b];
-        r[a] = x0 * cs[static_cast<size_t>(j)] - x1 * sn[static_cast<size_t>(j)];
-        r[b] = x1 * cs[static_cast<size_t>(j)] + x0 * sn[static_cast<size_t>(j)];
+        float f = p * spec.inv_freq[static_cast<size_t>(j)];  // float32 product, as the reference
+        cs[static_cast<size_t>(j)] = std::cos(f) * spec.attention_scaling;
+        sn[static_cast<size_t>(j)] = std::sin(f) * spec.attention_scaling;
+      }
+      for (int64_t hh = 0; hh < h; ++hh) {
+        float* r = px + (i * h + hh) * d;
+        for (int j = 0; j < half; ++j) {
+          int a = spec.interleaved ? 2 * j : j;
+          int b = spec.interleaved ? 2 * j + 1 : j + half;
+          float x0 = r[a], x1 = r[b];
+          r[a] = x0 * cs[static_cast<size_t>(j)] - x1 * sn[static_cast<size_t>(j)];
+          r[b] = x1 * cs[static_cast<size_t>(j)] + x0 * sn[static_cast<size_t>(j)];
+        }
       }
     }
-  }
+  });
 }
 
 Tensor CpuBackend::softmax(const Tensor& x_in) {
   Tensor x = as_f32(x_in);
   const int64_t d = x.dim(-1), n = rows_of(x);
   Tensor y = Tensor::empty(x.shape(), DType::F32);
-  for (int64_t i = 0; i < n; ++i) {
-    const float* r = x.data<float>() + i * d;
-    float* o = y.data<float>() + i * d;
-    float mx = -std::numeric_limits<float>::infinity();
-    for (int64_t j = 0; j < d; ++j) mx = std::max(mx, r[j]);
-    float s = 0;
-    for (int64_t j = 0; j < d; ++j) s += (o[j] = std::exp(r[j] - mx));
-    for (int64_t j = 0; j < d; ++j) o[j] /= s;
-  }
+  pool().parallel_for(n, 4, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const float* r = x.data<float>() + i * d;
+      float* o = y.data<float>() + i * d;
+      float mx = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < d; ++j) mx = std::max(mx, r[j]);
+      float s = 0;
+      for (int64_t j = 0; j < d; ++j) s += (o[j] = std::exp(r[j] - mx));
+      for (int64_t j = 0; j < d; ++j) o[j] /= s;
+    }
+  });
   return y;
 }
 
@@ -212,7 +229,12 @@ Tensor CpuBackend::unary(UnaryOp op, const Tensor& x_in) {
   Tensor y = Tensor::empty(x.shape(), DType::F32);
   const float* px = x.data<float>();
   float* py = y.data<float>();
-  pool().parallel_for(x.numel(), 4096, [&](int64_t b, int64_t e) {
+  if (op == UnaryOp::Silu) {
+    pool().parallel_for(x.numel(), kElementwiseGrain,
+                        [&](int64_t b, int64_t e) { silu_mul(px + b, nullptr, py + b, e - b); });
+    return y;
+  }
+  pool().parallel_for(x.numel(), kElementwiseGrain, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) py[i] = apply_unary(op, px[i]);
   });
   return y;
@@ -228,17 +250,30 @@ Tensor CpuBackend::binary(BinaryOp op, const Tensor& a_in, const Tensor& b_in) {
   const float* pa = a.data<float>();
   const float* pb = b.data<float>();
   float* py = y.data<float>();
-  pool().parallel_for(n, 4096, [&](int64_t s, int64_t e) {
-    for (int64_t i = s; i < e; ++i) {
-      float u = pa[i], v = pb[bn == n ? i : i % bn];
-      switch (op) {
-        case BinaryOp::Add: py[i] = u + v; break;
-        case BinaryOp::Sub: py[i] = u - v; break;
-        case BinaryOp::Mul: py[i] = u * v; break;
-        case BinaryOp::Div: py[i] = u / v; break;
+  // One loop per op (the compiler vectorises each); b indexed by i % bn when it broadcasts.
+  auto apply = [&](auto f) {
+    pool().parallel_for(n, kElementwiseGrain, [&](int64_t s, int64_t e) {
+      if (bn == n) {
+        for (int64_t i = s; i < e; ++i) py[i] = f(pa[i], pb[i]);
+      } else {
+        for (int64_t i = s; i < e; ++i) py[i] = f(pa[i], pb[i % bn]);
       }
-    }
-  });
+    });
+  };
+  switch (op) {
+    case BinaryOp::Add:
+      apply([](float u, float v) { return u + v; });
+      break;
+    case BinaryOp::Sub:
+      apply([](float u, float v) { return u - v; });
+      break;
+    case BinaryOp::Mul:
+      apply([](float u, float v) { return u * v; });
+      break;
+    case BinaryOp::Div:
+      apply([](float u, float v) { return u / v; });
+      break;
+  }
   return y;
 }
 
@@ -250,9 +285,16 @@ Tensor CpuBackend::glu(GluOp op, const Tensor& g_in, const Tensor& u_in) {
   const float* pg = g.data<float>();
   const float* pu = u.data<float>();
   float* py = y.data<float>();
-  pool().parallel_for(g.numel(), 4096, [&](int64_t s, int64_t e) {
+  if (op == GluOp::SwiGlu) {
+    pool().parallel_for(g.numel(), kElementwiseGrain,
+                        [&](int64_t s, int64_t e) { silu_mul(pg + s, pu + s, py + s, e - s); });
+    return y;
+  }
+  pool().parallel_for(g.numel(), kElementwiseGrain, [&](int64_t s, int64_t e) {
     for (int64_t i = s; i < e; ++i) {
-      float a = op == GluOp::SwiGlu ? silu_f(pg[i]) : op == GluOp::GeGluTanh ? gelu_tanh_f(pg[i]) : gelu_f(pg[i]);
+      float a = op == GluOp::SwiGlu      ? silu_f(pg[i])
+                : op == GluOp::GeGluTanh ? gelu_tanh_f(pg[i])
+                                         : gelu_f(pg[i]);
       py[i] = a * pu[i];
     }
   });
@@ -273,19 +315,34 @@ Tensor CpuBackend::softcap(const Tensor& x_in, float cap) {
   return y;
 }
 
+namespace {
+
+// K/V stay in their stored dtype (the bf16 cache is read as is).
+Tensor attn_operand(const Tensor& t) {
+  Tensor c = t.contiguous();
+  if (c.dtype() == DType::F32 || c.dtype() == DType::BF16 || c.dtype() == DType::F16) return c;
+  return c.to(DType::F32);
+}
+
+}  // namespace
+
 Tensor CpuBackend::attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                              const AttnParams& p) {
-  Tensor q = as_f32(q_in), k = as_f32(k_in), v = as_f32(v_in);
+  Tensor q = as_f32(q_in), k = attn_operand(k_in), v = attn_operand(v_in);
   const int64_t t = q.dim(0), h = q.dim(1), d = q.dim(2);
   const int64_t s = k.dim(0), kvh = k.dim(1), dv = v.dim(2);
-  INGOT_CHECK(k.dim(2) == d && v.dim(0) == s && v.dim(1) == kvh && h % kvh == 0,
-              "attention shapes q ", q.describe(), " k ", k.describe(), " v ", v.describe());
+  INGOT_CHECK(k.dim(2) == d && v.dim(0) == s && v.dim(1) == kvh && h % kvh == 0, "attention shapes q ",
+              q.describe(), " k ", k.describe(), " v ", v.describe());
   const int64_t group = h / kvh;
   Tensor out = Tensor::empty({t, h, dv}, DType::F32);
   const float* pq = q.data<float>();
-  const float* pk = k.data<float>();
-  const float* pv = v.data<float>();
+  const auto* pk = static_cast<const uint8_t*>(k.raw());
+  const auto* pv = static_cast<const uint8_t*>(v.raw());
+  const DType kdt = k.dtype(), vdt = v.dtype();
+  const size_t kes = dtype_size(kdt), ves = dtype_size(vdt);
   float* po = out.data<float>();
+  // One task per (query row, head): each row's numbers are the same whether
+  // it is alone or part of a prefill.
   pool().parallel_for(t * h, 1, [&](int64_t b, int64_t e) {
     std::vector<float> scores(static_cast<size_t>(s));
     std::vector<float> acc(static_cast<size_t>(dv));
@@ -301,14 +358,13 @@ Tensor CpuBackend::attention(const Tensor& q_in, const Tensor& k_in, const Tenso
       }
       const float* qr = pq + (i * h + hh) * d;
       float mx = -std::numeric_limits<float>::infinity();
+      dot_rows(qr, pk + static_cast<size_t>((lo * kvh + kh) * d) * kes, kdt, kvh * d, hi - lo + 1, d,
+               scores.data() + lo);
       for (int64_t j = lo; j <= hi; ++j) {
-        const float* kr = pk + (j * kvh + kh) * d;
-        float dot = 0;
-        for (int64_t c = 0; c < d; ++c) dot += qr[c] * kr[c];
-        dot *= p.scale;
-        if (p.softcap > 0) dot = std::tanh(dot / p.softcap) * p.softcap;
-        scores[static_cast<size_t>(j)] = dot;
-        mx = std::max(mx, dot);
+        float sc = scores[static_cast<size_t>(j)] * p.scale;
+        if (p.softcap > 0) sc = std::tanh(sc / p.softcap) * p.softcap;
+        scores[static_cast<size_t>(j)] = sc;
+        mx = std::max(mx, sc);
       }
       float sum = 0;
       for (int64_t j = lo; j <= hi; ++j) {
@@ -317,11 +373,9 @@ Tensor CpuBackend::attention(const Tensor& q_in, const Tensor& k_in, const Tenso
         sum += e2;
       }
       std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int64_t j = lo; j <= hi; ++j) {
-        float w = scores[static_cast<size_t>(j)] / sum;
-        const float* vr = pv + (j * kvh + kh) * dv;
-        for (int64_t c = 0; c < dv; ++c) acc[static_cast<size_t>(c)] += w * vr[c];
-      }
+      for (int64_t j = lo; j <= hi; ++j)
+        axpy(scores[static_cast<size_t>(j)] / sum, pv + static_cast<size_t>((j * kvh + kh) * dv) * ves, vdt,
+             acc.data(), dv);
       std::copy(acc.begin(), acc.end(), o);
     }
   });

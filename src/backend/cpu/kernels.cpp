@@ -1,11 +1,14 @@
 #include "backend/cpu/kernels.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
+#include "backend/cpu/isa_table.h"
 #include "backend/cpu/thread_pool.h"
-#include "tensor/half.h"
 #include "util/error.h"
 
 namespace ingot::cpu {
@@ -28,44 +31,102 @@ const CpuFeatures& cpu_features() {
   return f;
 }
 
-void to_f32(const void* src, DType t, int64_t n, float* dst) {
-  switch (t) {
-    case DType::F32: std::memcpy(dst, src, static_cast<size_t>(n) * 4); return;
-    case DType::BF16: {
-      const auto* s = static_cast<const uint16_t*>(src);
-      for (int64_t i = 0; i < n; ++i) {
-        uint32_t u = static_cast<uint32_t>(s[i]) << 16;
-        std::memcpy(&dst[i], &u, 4);
-      }
-      return;
-    }
-    case DType::F16: {
-      const auto* s = static_cast<const uint16_t*>(src);
-      for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
-      return;
-    }
-    default: fail(ErrorKind::Unsupported, "to_f32 from ", dtype_name(t));
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::Portable:
+      return "portable";
+    case Isa::Avx2:
+      return "avx2";
+    case Isa::Avx512:
+      return "avx512";
   }
+  return "?";
+}
+
+std::vector<Isa> supported_isas() {
+  const CpuFeatures& f = cpu_features();
+  std::vector<Isa> out{Isa::Portable};
+  if (f.avx2 && f.fma && f.f16c) out.push_back(Isa::Avx2);
+  if (f.avx512f && f.avx512bw && f.avx512vl && f.fma) out.push_back(Isa::Avx512);
+  return out;
 }
 
 namespace {
 
-// Dot product with 16 independent partial sums in a fixed order, so the
-// result for a (row, column) pair does not depend on the batch around it.
-inline float dot16(const float* a, const float* b, int64_t k) {
-  float acc[16] = {0};
-  int64_t i = 0;
-  for (; i + 16 <= k; i += 16)
-    for (int j = 0; j < 16; ++j) acc[j] += a[i + j] * b[i + j];
-  for (int j = 0; i < k; ++i, ++j) acc[j] += a[i] * b[i];
-  float s = 0;
-  for (int j = 0; j < 16; ++j) s += acc[j];
-  return s;
+bool is_supported(Isa isa) {
+  for (Isa s : supported_isas())
+    if (s == isa) return true;
+  return false;
 }
 
+Isa startup_isa() {
+  Isa best = supported_isas().back();
+  const char* env = std::getenv("INGOT_CPU_ISA");
+  if (!env || !*env) return best;
+  for (Isa isa : {Isa::Portable, Isa::Avx2, Isa::Avx512})
+    if (std::string(env) == isa_name(isa)) return is_supported(isa) ? isa : best;
+  return best;
+}
+
+const KernelTable& table_for(Isa isa) {
+  switch (isa) {
+    case Isa::Avx512:
+      return kernels_avx512();
+    case Isa::Avx2:
+      return kernels_avx2();
+    default:
+      return kernels_portable();
+  }
+}
+
+std::atomic<const KernelTable*> g_table{nullptr};
+std::atomic<int> g_isa{-1};
+
+const KernelTable& kt() {
+  const KernelTable* t = g_table.load(std::memory_order_acquire);
+  if (t) return *t;
+  Isa isa = startup_isa();
+  g_isa.store(static_cast<int>(isa));
+  g_table.store(&table_for(isa), std::memory_order_release);
+  return table_for(isa);
+}
+
+}  // namespace
+
+Isa active_isa() {
+  kt();
+  return static_cast<Isa>(g_isa.load());
+}
+
+void set_isa(Isa isa) {
+  if (!is_supported(isa)) fail(ErrorKind::Unsupported, "this CPU cannot run the ", isa_name(isa), " kernels");
+  g_isa.store(static_cast<int>(isa));
+  g_table.store(&table_for(isa), std::memory_order_release);
+}
+
+void reset_isa() { set_isa(startup_isa()); }
+
+void to_f32(const void* src, DType t, int64_t n, float* dst) {
+  if (t != DType::F32 && t != DType::BF16 && t != DType::F16)
+    fail(ErrorKind::Unsupported, "to_f32 from ", dtype_name(t));
+  kt().to_f32(src, t, n, dst);
+}
+
+float dot(const float* a, const void* b, DType bdt, int64_t k) { return kt().dot(a, b, bdt, k); }
+void axpy(float a, const void* x, DType xdt, float* y, int64_t n) { kt().axpy(a, x, xdt, y, n); }
+void dot_rows(const float* a, const void* b, DType bdt, int64_t ldb, int64_t rows, int64_t k, float* out) {
+  kt().dot_rows(a, b, bdt, ldb, rows, k, out);
+}
+void silu_mul(const float* g, const float* u, float* y, int64_t n) { kt().silu_mul(g, u, y, n); }
+float sum_squares(const float* x, int64_t n) { return kt().sum_squares(x, n); }
+float sum(const float* x, int64_t n) { return kt().sum(x, n); }
+void scale_by(const float* x, float s, const float* w, bool unit_offset, float* y, int64_t n) {
+  kt().scale_by(x, s, w, unit_offset, y, n);
+}
+
+namespace {
 QuantKernels g_quant[32];
 bool g_quant_set[32] = {false};
-
 }  // namespace
 
 void register_quant_kernels(DType key, QuantKernels k) {
@@ -77,30 +138,33 @@ const QuantKernels* quant_kernels(DType key) {
   return g_quant_set[static_cast<int>(key)] ? &g_quant[static_cast<int>(key)] : nullptr;
 }
 
-void linear_dense(const float* x, int64_t n, int64_t k, const void* w, DType wdt, int64_t ldw,
-                  int64_t m, float* y) {
+void linear_dense(const float* x, int64_t n, int64_t k, const void* w, DType wdt, int64_t ldw, int64_t m,
+                  float* y) {
+  if (wdt != DType::F32 && wdt != DType::BF16 && wdt != DType::F16)
+    fail(ErrorKind::Unsupported, "dense linear on ", dtype_name(wdt), " weights");
+  if (n <= 0 || m <= 0) return;
+  const KernelTable& t = kt();
   const size_t es = dtype_size(wdt);
-  constexpr int64_t kTile = 8;  // weight rows converted to f32 once per tile
-  int64_t tiles = (m + kTile - 1) / kTile;
-  pool().parallel_for(tiles, 1, [&](int64_t tb, int64_t te) {
-    std::vector<float> wf(static_cast<size_t>(kTile * k));
-    for (int64_t t = tb; t < te; ++t) {
-      int64_t j0 = t * kTile, j1 = std::min(m, j0 + kTile);
-      const float* rows[kTile];
-      for (int64_t j = j0; j < j1; ++j) {
-        const void* src = static_cast<const uint8_t*>(w) + static_cast<size_t>(j * ldw) * es;
-        if (wdt == DType::F32) {
-          rows[j - j0] = static_cast<const float*>(src);
-        } else {
-          to_f32(src, wdt, k, wf.data() + (j - j0) * k);
-          rows[j - j0] = wf.data() + (j - j0) * k;
-        }
-      }
-      for (int64_t i = 0; i < n; ++i) {
-        const float* xi = x + i * k;
-        for (int64_t j = j0; j < j1; ++j) y[i * m + j] = dot16(xi, rows[j - j0], k);
-      }
-    }
+  // Work is split over weight rows only, in units of whole panels: each
+  // thread streams its own slice of W once. The split never changes the
+  // arithmetic of a single (row, column) dot.
+  constexpr int64_t kUnit = kMaxPanelRows;
+  const int64_t units = (m + kUnit - 1) / kUnit;
+  // Many small chunks, claimed dynamically: on a shared machine a thread that
+  // is descheduled holds up the whole step only for one small chunk.
+  const int64_t chunks = std::min<int64_t>(units, 16 * static_cast<int64_t>(pool().size()));
+  const int64_t per = (units + chunks - 1) / chunks;
+  pool().run(chunks, [&](int64_t c) {
+    const int64_t ub = c * per, ue = std::min(units, ub + per);
+    if (ub >= ue) return;
+    thread_local std::vector<float> scratch;
+    const size_t need = static_cast<size_t>(linear_scratch_floats(k));
+    if (scratch.size() < need) scratch.resize(need);
+    const int64_t j0 = ub * kUnit, j1 = std::min(m, ue * kUnit);
+    LinearBlock b{
+        x,   k,   n,       k,      static_cast<const uint8_t*>(w) + static_cast<size_t>(j0 * ldw) * es,
+        wdt, ldw, j1 - j0, y + j0, m};
+    t.linear_block(b, scratch.data());
   });
 }
 

@@ -3,6 +3,7 @@
 // are computed with them: a sequence gets the same numbers alone or batched.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "ops/weight.h"
 #include "tensor/dtype.h"
@@ -16,6 +17,20 @@ struct CpuFeatures {
        avx512vnni = false, avxvnni = false;
 };
 const CpuFeatures& cpu_features();
+
+// Instruction-set levels with their own kernels, lowest first.
+enum class Isa { Portable, Avx2, Avx512 };
+const char* isa_name(Isa isa);
+// Levels this CPU can run (Portable always), lowest first.
+std::vector<Isa> supported_isas();
+// The level kernels use now: the best supported one, or the INGOT_CPU_ISA
+// environment variable (portable | avx2 | avx512) read at start-up, or an override.
+Isa active_isa();
+// Forces a level (tests, benchmarks); throws if the CPU lacks it. Not thread-safe
+// against kernels running at the same time.
+void set_isa(Isa isa);
+// Back to the start-up choice.
+void reset_isa();
 
 // y[n, m] = sum_k x[n, k] * w[m, k] for a dense weight (f32 / bf16 / f16),
 // rows of w `ldw` elements apart. Runs on the compute pool.
@@ -37,5 +52,17 @@ const QuantKernels* quant_kernels(DType key);
 
 // Converts n values of a dense float type to f32.
 void to_f32(const void* src, DType t, int64_t n, float* dst);
+
+// Single-threaded vector helpers in the active level's fixed summation order.
+float dot(const float* a, const void* b, DType bdt, int64_t k);      // b: f32 / bf16 / f16
+void axpy(float a, const void* x, DType xdt, float* y, int64_t n);   // y += a * x
+// out[r] = dot(a, b + r * ldb) for r < rows (bit-identical to dot() per row).
+void dot_rows(const float* a, const void* b, DType bdt, int64_t ldb, int64_t rows, int64_t k, float* out);
+float sum_squares(const float* x, int64_t n);
+float sum(const float* x, int64_t n);
+// y = silu(g) * u (u null: y = silu(g)), vectorised exp.
+void silu_mul(const float* g, const float* u, float* y, int64_t n);
+// y = x * s * w (w null: y = x * s); unit_offset applies (1 + w).
+void scale_by(const float* x, float s, const float* w, bool unit_offset, float* y, int64_t n);
 
 }  // namespace ingot::cpu

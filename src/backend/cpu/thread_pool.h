@@ -1,6 +1,7 @@
 // A fixed pool of worker threads for data-parallel kernels. The calling
 // thread takes part, so a pool of N runs N-way with N-1 workers.
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -28,15 +29,23 @@ class ThreadPool {
 
  private:
   void worker_loop();
+  // Claims and runs tasks of the current job until none are left.
+  void drain();
   std::vector<std::thread> workers_;
+  // Workers spin on generation_ for a short while before sleeping on cv_:
+  // a decode step issues hundreds of small jobs, each too short for a
+  // futex wake-up round trip.
   std::mutex mu_;
   std::condition_variable cv_, done_cv_;
   const std::function<void(int64_t)>* job_ = nullptr;
   int64_t tasks_ = 0;
-  int64_t next_ = 0;
-  int64_t remaining_ = 0;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
+  std::atomic<int64_t> next_{0};
+  std::atomic<int64_t> remaining_{0};
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<bool> stop_{false};
+  std::atomic<int> sleepers_{0};
+  std::atomic<bool> caller_sleeping_{false};
+  std::mutex run_mu_;  // one job at a time
 };
 
 // The process-wide compute pool, sized by set_num_threads (default: cores).

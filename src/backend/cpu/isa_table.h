@@ -1,0 +1,53 @@
+// The per-ISA leaf kernels. Each instruction-set level fills one table in its
+// own translation unit (compiled with that level's flags); kernels.cpp picks
+// the table at run time and does all threading. Leaf kernels are
+// single-threaded and touch only raw pointers.
+#pragma once
+#include <cstdint>
+
+#include "tensor/dtype.h"
+
+namespace ingot::cpu {
+
+// One block of a dense linear: y[i * ldy + j] = dot(x[i * ldx ...], w[j * ldw ...]) for
+// i in [0, n), j in [0, m). `w` points at row 0 of the block.
+struct LinearBlock {
+  const float* x;
+  int64_t ldx, n, k;
+  const void* w;
+  DType wdt;
+  int64_t ldw, m;
+  float* y;
+  int64_t ldy;
+};
+
+struct KernelTable {
+  const char* name;
+  int lanes;  // accumulator width of every dot product on this level
+  // `scratch` holds at least linear_scratch_floats(k) floats.
+  void (*linear_block)(const LinearBlock& b, float* scratch);
+  // dot(a, b[0..k)) with b of dtype bdt (f32 / bf16 / f16) in the same order as linear_block.
+  float (*dot)(const float* a, const void* b, DType bdt, int64_t k);
+  // out[r] = dot(a, b + r * ldb) for r < rows, each exactly as dot() computes it.
+  void (*dot_rows)(const float* a, const void* b, DType bdt, int64_t ldb, int64_t rows, int64_t k,
+                   float* out);
+  // y[0..n) += a * x[0..n) with x of dtype xdt.
+  void (*axpy)(float a, const void* x, DType xdt, float* y, int64_t n);
+  float (*sum_squares)(const float* x, int64_t n);
+  float (*sum)(const float* x, int64_t n);
+  // y = x * s * w (w may be null: y = x * s); unit_offset applies (1 + w).
+  void (*scale_by)(const float* x, float s, const float* w, bool unit_offset, float* y, int64_t n);
+  void (*to_f32)(const void* src, DType t, int64_t n, float* dst);
+  // y = silu(g) * u; u null: y = silu(g).
+  void (*silu_mul)(const float* g, const float* u, float* y, int64_t n);
+};
+
+// Weight rows converted to f32 per panel when many x rows reuse them.
+constexpr int64_t kMaxPanelRows = 8;
+inline int64_t linear_scratch_floats(int64_t k) { return kMaxPanelRows * (k + 16); }
+
+const KernelTable& kernels_portable();
+const KernelTable& kernels_avx2();
+const KernelTable& kernels_avx512();
+
+}  // namespace ingot::cpu

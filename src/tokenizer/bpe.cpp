@@ -1,0 +1,234 @@
+#include "tokenizer/bpe.h"
+
+#include <cstdio>
+#include <queue>
+
+#include "tokenizer/unicode.h"
+#include "util/error.h"
+
+namespace ingot::tok {
+
+namespace {
+constexpr size_t kCacheMaxWordBytes = 256;
+constexpr size_t kCacheCapacity = 1 << 17;
+constexpr int64_t kMaxId = 1 << 24;  // guards allocations against corrupt files
+}  // namespace
+
+void MergeMap::reserve(size_t n) {
+  size_t cap = 16;
+  while (cap < n * 2) cap <<= 1;
+  slots_.assign(cap, Slot{});
+  mask_ = cap - 1;
+  used_ = 0;
+}
+
+void MergeMap::grow() {
+  std::vector<Slot> old = std::move(slots_);
+  reserve(old.size());
+  for (const Slot& s : old)
+    if (s.key != kEmpty) insert_or_assign(int32_t(s.key >> 32), int32_t(uint32_t(s.key)), s.rank, s.merged);
+}
+
+void MergeMap::insert_or_assign(int32_t a, int32_t b, int32_t rank, int32_t merged) {
+  if (slots_.empty() || (used_ + 1) * 2 > slots_.size()) grow();
+  uint64_t key = pack(a, b);
+  for (size_t i = mix(key) & mask_;; i = (i + 1) & mask_) {
+    Slot& s = slots_[i];
+    if (s.key == kEmpty) {
+      s = {key, rank, merged};
+      ++used_;
+      return;
+    }
+    if (s.key == key) {
+      s.rank = rank;
+      s.merged = merged;
+      return;
+    }
+  }
+}
+
+Bpe::Bpe(const json& m) {
+  const json& vocab = m.at("vocab");
+  if (!vocab.is_object()) fail(ErrorKind::BadFormat, "model.vocab must be an object");
+  vocab_.reserve(vocab.size());
+  int64_t max_id = -1;
+  for (auto& [tok, idj] : vocab.items()) {
+    int64_t id = idj.get<int64_t>();
+    if (id < 0 || id >= kMaxId) fail(ErrorKind::BadFormat, "model.vocab: id ", id, " of '", tok, "' out of range");
+    vocab_[tok] = static_cast<int32_t>(id);
+    max_id = std::max(max_id, id);
+  }
+  id_to_token_.assign(static_cast<size_t>(max_id + 1), nullptr);
+  for (const auto& [tok, id] : vocab_) id_to_token_[id] = &tok;
+
+  auto str_or_empty = [&](const char* key) {
+    auto it = m.find(key);
+    return (it == m.end() || it->is_null()) ? std::string() : it->get<std::string>();
+  };
+  prefix_ = str_or_empty("continuing_subword_prefix");
+  suffix_ = str_or_empty("end_of_word_suffix");
+  fuse_unk_ = m.contains("fuse_unk") && !m["fuse_unk"].is_null() && m["fuse_unk"].get<bool>();
+  byte_fallback_ = m.contains("byte_fallback") && !m["byte_fallback"].is_null() && m["byte_fallback"].get<bool>();
+  ignore_merges_ = m.contains("ignore_merges") && !m["ignore_merges"].is_null() && m["ignore_merges"].get<bool>();
+  if (m.contains("dropout") && !m["dropout"].is_null() && m["dropout"].get<double>() > 0)
+    fail(ErrorKind::Unsupported, "BPE dropout is not supported (non-deterministic encoding)");
+  std::string unk = str_or_empty("unk_token");
+  if (!unk.empty()) {
+    auto it = vocab_.find(unk);
+    if (it != vocab_.end()) unk_id_ = it->second;
+  }
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof(name), "<0x%02X>", b);
+    auto it = vocab_.find(std::string_view(name));
+    byte_ids_[b] = it == vocab_.end() ? -1 : it->second;
+  }
+
+  const json& merges = m.contains("merges") ? m.at("merges") : json::array();
+  if (!merges.is_array()) fail(ErrorKind::BadFormat, "model.merges must be an array");
+  merges_.reserve(merges.size());
+  int32_t rank = 0;
+  for (const json& mj : merges) {
+    std::string a, b;
+    if (mj.is_string()) {  // legacy "a b"
+      std::string s = mj.get<std::string>();
+      size_t sp = s.find(' ');
+      if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
+        fail(ErrorKind::BadFormat, "model.merges: '", s, "' is not two tokens");
+      a = s.substr(0, sp);
+      b = s.substr(sp + 1);
+    } else if (mj.is_array() && mj.size() == 2) {
+      a = mj[0].get<std::string>();
+      b = mj[1].get<std::string>();
+    } else {
+      fail(ErrorKind::BadFormat, "model.merges: entry ", rank, " is not a pair");
+    }
+    auto ia = vocab_.find(a), ib = vocab_.find(b);
+    if (ia == vocab_.end() || ib == vocab_.end())
+      fail(ErrorKind::BadFormat, "model.merges: token '", ia == vocab_.end() ? a : b, "' is not in the vocab");
+    std::string merged = a + (b.size() >= prefix_.size() ? b.substr(prefix_.size()) : b);
+    auto im = vocab_.find(merged);
+    if (im == vocab_.end()) fail(ErrorKind::BadFormat, "model.merges: merged token '", merged, "' is not in the vocab");
+    merges_.insert_or_assign(ia->second, ib->second, rank, im->second);
+    ++rank;
+  }
+}
+
+std::optional<int32_t> Bpe::token_to_id(std::string_view token) const {
+  auto it = vocab_.find(token);
+  if (it == vocab_.end()) return std::nullopt;
+  return it->second;
+}
+
+const std::string* Bpe::id_to_token(int32_t id) const {
+  if (id < 0 || static_cast<size_t>(id) >= id_to_token_.size()) return nullptr;
+  return id_to_token_[id];
+}
+
+void Bpe::tokenize(std::string_view word, std::vector<int32_t>& out) const {
+  if (word.empty()) return;
+  if (ignore_merges_) {
+    auto it = vocab_.find(word);
+    if (it != vocab_.end()) {
+      out.push_back(it->second);
+      return;
+    }
+  }
+  bool cacheable = word.size() < kCacheMaxWordBytes;
+  if (cacheable) {
+    std::lock_guard<std::mutex> lock(cache_mu_);
+    auto it = cache_.find(word);
+    if (it != cache_.end()) {
+      out.insert(out.end(), it->second.begin(), it->second.end());
+      return;
+    }
+  }
+  size_t first = out.size();
+  merge_word(word, out);
+  if (cacheable) {
+    std::lock_guard<std::mutex> lock(cache_mu_);
+    if (cache_.size() < kCacheCapacity) cache_.emplace(std::string(word), std::vector<int32_t>(out.begin() + first, out.end()));
+  }
+}
+
+void Bpe::merge_word(std::string_view w, std::vector<int32_t>& out) const {
+  struct Symbol {
+    int32_t id;
+    int32_t prev, next;
+    bool live;
+  };
+  std::vector<Symbol> sym;
+  sym.reserve(w.size());
+  auto add = [&](int32_t id) {
+    int32_t n = static_cast<int32_t>(sym.size());
+    sym.push_back({id, n - 1, n + 1, true});
+  };
+  int32_t pending_unk = -1;  // an unknown run waiting to be emitted (fuse_unk)
+  std::string buf;
+  size_t i = 0;
+  while (i < w.size()) {
+    size_t b = i;
+    i += cp_len(static_cast<unsigned char>(w[i]));
+    if (i > w.size()) i = w.size();
+    std::string_view ch = w.substr(b, i - b);
+    std::string_view key = ch;
+    if ((b != 0 && !prefix_.empty()) || (i == w.size() && !suffix_.empty())) {
+      buf.assign(b != 0 ? prefix_ : std::string());
+      buf.append(ch);
+      if (i == w.size()) buf.append(suffix_);
+      key = buf;
+    }
+    auto it = vocab_.find(key);
+    if (it != vocab_.end()) {
+      if (pending_unk >= 0) add(pending_unk), pending_unk = -1;
+      add(it->second);
+      continue;
+    }
+    if (byte_fallback_) {
+      bool all = true;
+      for (char c : key) all &= byte_ids_[static_cast<unsigned char>(c)] >= 0;
+      if (all) {
+        if (pending_unk >= 0) add(pending_unk), pending_unk = -1;
+        for (char c : key) add(byte_ids_[static_cast<unsigned char>(c)]);
+        continue;
+      }
+    }
+    if (unk_id_) {
+      if (pending_unk >= 0 && !fuse_unk_) add(pending_unk);
+      pending_unk = *unk_id_;
+    }
+  }
+  if (pending_unk >= 0) add(pending_unk);
+  if (sym.empty()) return;
+  sym.back().next = -1;
+
+  struct Cand {
+    int32_t rank, pos, merged;
+    bool operator<(const Cand& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
+  };
+  std::vector<Cand> heap_storage;
+  heap_storage.reserve(sym.size());
+  std::priority_queue<Cand> heap(std::less<Cand>(), std::move(heap_storage));
+  int32_t rank, merged;
+  for (size_t k = 0; k + 1 < sym.size(); ++k)
+    if (merges_.find(sym[k].id, sym[k + 1].id, &rank, &merged)) heap.push({rank, static_cast<int32_t>(k), merged});
+  while (!heap.empty()) {
+    Cand top = heap.top();
+    heap.pop();
+    Symbol& cur = sym[top.pos];
+    if (!cur.live || cur.next < 0) continue;
+    Symbol& right = sym[cur.next];
+    // Stale entry: the pair at this position changed since it was queued.
+    if (!merges_.find(cur.id, right.id, &rank, &merged) || merged != top.merged) continue;
+    cur.id = top.merged;
+    right.live = false;
+    cur.next = right.next;
+    if (cur.next >= 0) sym[cur.next].prev = top.pos;
+    if (cur.prev >= 0 && merges_.find(sym[cur.prev].id, cur.id, &rank, &merged)) heap.push({rank, cur.prev, merged});
+    if (cur.next >= 0 && merges_.find(cur.id, sym[cur.next].id, &rank, &merged)) heap.push({rank, top.pos, merged});
+  }
+  for (const Symbol& s : sym)
+    if (s.live) out.push_back(s.id);
+}
+
+}  // namespace ingot::tok

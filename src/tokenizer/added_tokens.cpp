@@ -41,11 +41,11 @@ bool AddedVocab::Trie::longest_at(std::string_view text, size_t pos, int32_t* to
 void AddedVocab::build(std::vector<AddedToken> tokens, const Normalizer* normalizer) {
   tokens_ = std::move(tokens);
   for (size_t k = 0; k < tokens_.size(); ++k) {
-    const AddedToken& t = tokens_[k];
+    AddedToken& t = tokens_[k];
+    t.decoded = t.content;
     if (t.normalized) {
-      std::string pattern = t.content;
-      if (normalizer) normalizer->normalize(pattern);
-      norm_.insert(pattern, static_cast<int32_t>(k));
+      if (normalizer) normalizer->normalize(t.decoded);
+      norm_.insert(t.decoded, static_cast<int32_t>(k));
     } else {
       raw_.insert(t.content, static_cast<int32_t>(k));
     }

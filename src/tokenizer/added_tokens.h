@@ -14,6 +14,7 @@ namespace ingot::tok {
 
 struct AddedToken {
   std::string content;
+  std::string decoded;  // what decoding emits: the normalized form for normalized tokens
   int32_t id = -1;
   bool special = false, lstrip = false, rstrip = false, normalized = true, single_word = false;
 };
@@ -21,6 +22,7 @@ struct AddedToken {
 class AddedVocab {
  public:
   // `normalizer` (may be null) rewrites the patterns of normalized tokens.
+  // Fills each token's `decoded`.
   void build(std::vector<AddedToken> tokens, const Normalizer* normalizer);
   // Splits one piece on the raw-text (normalized=false) or normalized-text tokens.
   void split_raw(const Piece& piece, Pieces& out) const { split(raw_, piece, out); }

@@ -1,4 +1,6 @@
 // Normalizers: rewrite each non-added-token piece before pre-tokenization.
+#include <utf8proc.h>
+
 #include "tokenizer/components.h"
 #include "tokenizer/unicode.h"
 #include "util/error.h"
@@ -110,8 +112,7 @@ class Bert : public Normalizer {
       char32_t c = next_cp(t, i);
       if (clean_) {
         if (c == 0 || c == 0xFFFD || is_control(c)) continue;
-        if (c == ' ' || c == '\t' || c == '\n' || c == '\r' ||
-            utf8proc_zs(c)) {
+        if (is_whitespace(c)) {
           out += ' ';
           continue;
         }
@@ -125,17 +126,20 @@ class Bert : public Normalizer {
       out.append(t, b, i - b);
     }
     if (strip_) {
-      out = unicode_normalize(out, NormForm::NFD);
-      StripAccents().normalize(out);
+      // Only non-spacing marks go here (StripAccents drops every mark).
+      std::string nfd = unicode_normalize(out, NormForm::NFD), kept;
+      for (size_t i = 0; i < nfd.size();) {
+        size_t b = i;
+        if (utf8proc_category(static_cast<utf8proc_int32_t>(next_cp(nfd, i))) != UTF8PROC_CATEGORY_MN)
+          kept.append(nfd, b, i - b);
+      }
+      out = std::move(kept);
     }
     if (lower_) out = to_lower(out);
     t = std::move(out);
   }
 
  private:
-  static bool utf8proc_zs(char32_t c) {
-    return c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x202F || c == 0x205F || c == 0x3000;
-  }
   bool clean_, chinese_, lower_, strip_;
 };
 

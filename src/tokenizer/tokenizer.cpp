@@ -4,6 +4,7 @@
 #include "tokenizer/tokenizer.h"
 
 #include <climits>
+#include <map>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -80,32 +81,46 @@ class HfTokenizer : public Tokenizer {
     pre_ = make_pre_tokenizer(j.value("pre_tokenizer", json()));
     decoder_ = make_decoder(j.value("decoder", json()));
 
-    std::vector<AddedToken> added;
+    // Ids follow the reference's add_tokens(): a content already known (added
+    // earlier or in the model vocab) keeps that id, a new one takes the next
+    // free id after the vocab; the "id" fields of the file are not trusted.
+    std::map<int32_t, AddedToken> by_id;
     if (j.contains("added_tokens") && !j["added_tokens"].is_null()) {
+      int64_t vocab_n = model_->size();
+      int64_t next_id = vocab_n;
       for (const json& a : j.at("added_tokens")) {
         AddedToken t;
         t.content = a.at("content").get<std::string>();
-        if (t.content.empty() || find_invalid_utf8(t.content) != std::string::npos)
-          fail(ErrorKind::BadFormat, "added_tokens: empty or invalid content");
-        int64_t id = a.at("id").get<int64_t>();
-        if (id < 0 || id >= (1 << 24)) fail(ErrorKind::BadFormat, "added_tokens: id ", id, " out of range");
-        t.id = static_cast<int32_t>(id);
+        if (find_invalid_utf8(t.content) != std::string::npos) fail(ErrorKind::BadFormat, "added_tokens: invalid UTF-8");
+        int64_t file_id = a.at("id").get<int64_t>();
+        if (file_id < 0 || file_id >= (1 << 24)) fail(ErrorKind::BadFormat, "added_tokens: id ", file_id, " out of range");
+        if (t.content.empty()) continue;
         t.special = a.value("special", false);
         t.lstrip = a.value("lstrip", false);
         t.rstrip = a.value("rstrip", false);
         t.normalized = a.value("normalized", !t.special);
         t.single_word = a.value("single_word", false);
+        std::optional<int32_t> known = token_to_id(t.content);
+        if (known) {
+          t.id = *known;
+        } else {
+          if (next_id >= (1 << 24)) fail(ErrorKind::BadFormat, "added_tokens: too many tokens");
+          t.id = static_cast<int32_t>(next_id++);
+        }
         added_by_id_[t.id] = t.content;
         added_by_content_[t.content] = t.id;
-        if (t.special) {
-          special_ids_.insert(t.id);
-          special_contents_.insert(t.content);
-        }
-        max_id_ = std::max(max_id_, t.id);
-        added.push_back(std::move(t));
+        if (t.special) special_contents_.insert(t.content);
+        by_id[t.id] = t;
       }
     }
+    std::vector<AddedToken> added;
+    for (auto& [id, t] : by_id) {
+      max_id_ = std::max(max_id_, id);
+      if (special_contents_.count(t.content)) special_ids_.insert(id);
+      added.push_back(std::move(t));
+    }
     added_.build(std::move(added), normalizer_.get());
+    for (const AddedToken& t : added_.tokens()) added_decoded_[t.id] = t.decoded;
     max_id_ = std::max(max_id_, model_->max_id());
     post_ = make_post_processor(j.value("post_processor", json()),
                                 [this](const std::string& name) { return token_to_id(name); });
@@ -145,8 +160,8 @@ class HfTokenizer : public Tokenizer {
     tokens.reserve(n);
     for (size_t k = 0; k < n; ++k) {
       const std::string* t = nullptr;
-      auto it = added_by_id_.find(ids[k]);
-      if (it != added_by_id_.end()) t = &it->second;
+      auto it = added_decoded_.find(ids[k]);
+      if (it != added_decoded_.end()) t = &it->second;
       else t = model_->id_to_token(ids[k]);
       if (!t) continue;  // unknown ids are dropped, like the reference
       if (skip_special && special_contents_.count(*t)) continue;
@@ -194,7 +209,7 @@ class HfTokenizer : public Tokenizer {
   std::unique_ptr<PostProcessor> post_;
   std::unique_ptr<Decoder> decoder_;
   AddedVocab added_;
-  std::unordered_map<int32_t, std::string> added_by_id_;
+  std::unordered_map<int32_t, std::string> added_by_id_, added_decoded_;
   StrMap added_by_content_;
   std::unordered_set<int32_t> special_ids_;
   std::unordered_set<std::string, StrHash, std::equal_to<>> special_contents_;

@@ -124,8 +124,8 @@ bool is_punctuation(char32_t c) {
 bool is_control(char32_t c) {
   if (c == '\t' || c == '\n' || c == '\r') return false;
   auto k = cat(c);
-  return k == UTF8PROC_CATEGORY_CC || k == UTF8PROC_CATEGORY_CF || k == UTF8PROC_CATEGORY_CN ||
-         k == UTF8PROC_CATEGORY_CO;
+  // Unassigned code points (Cn) are not "other" in the reference's tables.
+  return k == UTF8PROC_CATEGORY_CC || k == UTF8PROC_CATEGORY_CF || k == UTF8PROC_CATEGORY_CO;
 }
 
 bool is_cjk(char32_t c) {

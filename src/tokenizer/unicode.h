@@ -30,7 +30,7 @@ bool is_numeric(char32_t c);       // Nd | Nl | No (char::is_numeric)
 bool is_punctuation(char32_t c);   // ASCII punctuation or a P* category
 bool is_word_char(char32_t c);     // regex \w (Unicode)
 bool is_combining_mark(char32_t c);  // Mn | Mc | Me
-bool is_control(char32_t c);       // Cc | Cf | Cn | Co except \t \n \r (BERT's notion)
+bool is_control(char32_t c);       // Cc | Cf | Co except \t \n \r (BERT's notion)
 bool is_cjk(char32_t c);           // BERT's "Chinese character" ranges
 
 enum class NormForm { NFC, NFD, NFKC, NFKD };

@@ -85,7 +85,7 @@ def texts():
     corpus = json.loads(CORPUS.read_text())
     extra = ["hello world", "Hello, hello! ahello hellob", "x [MASK] y  [MASK]z", "a <sep>   b<sep>", "World WORLD",
              "ab cab abc ab", "<|im_start|><|im x", "1\n\n\n2", "😀😀", "  [MASK]  <sep>  "]
-    return extra + corpus[:400]
+    return extra + corpus[:250]
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,40 @@ constexpr size_t kCacheCapacity = 1 << 17;
 constexpr int64_t kMaxId = 1 << 24;  // guards allocations against corrupt files
 }  // namespace
 
+void TokenIndex::reserve(size_t n) {
+  entries_.reserve(n);
+  size_t cap = 16;
+  while (cap < n * 2) cap <<= 1;
+  if (cap > slots_.size()) rehash(cap);
+}
+
+void TokenIndex::rehash(size_t cap) {
+  slots_.assign(cap, -1);
+  mask_ = cap - 1;
+  for (size_t k = 0; k < entries_.size(); ++k) {
+    size_t i = entries_[k].hash & mask_;
+    while (slots_[i] >= 0) i = (i + 1) & mask_;
+    slots_[i] = static_cast<int32_t>(k);
+  }
+}
+
+void TokenIndex::set(std::string_view token, int32_t id) {
+  if ((entries_.size() + 1) * 2 > slots_.size()) rehash(std::max<size_t>(16, slots_.size() * 2));
+  uint64_t h = hash(token);
+  size_t i = h & mask_;
+  for (; slots_[i] >= 0; i = (i + 1) & mask_) {
+    Entry& en = entries_[slots_[i]];
+    if (en.hash == h && key(en) == token) {
+      en.id = id;
+      return;
+    }
+  }
+  if (arena_.size() + token.size() > UINT32_MAX) fail(ErrorKind::BadFormat, "vocab too large");
+  entries_.push_back({h, static_cast<uint32_t>(arena_.size()), static_cast<uint32_t>(token.size()), id});
+  arena_.append(token);
+  slots_[i] = static_cast<int32_t>(entries_.size() - 1);
+}
+
 void MergeMap::reserve(size_t n) {
   size_t cap = 16;
   while (cap < n * 2) cap <<= 1;
@@ -52,14 +86,18 @@ Bpe::Bpe(const json& m) {
   if (!vocab.is_object()) fail(ErrorKind::BadFormat, "model.vocab must be an object");
   vocab_.reserve(vocab.size());
   int64_t max_id = -1;
-  for (auto& [tok, idj] : vocab.items()) {
-    int64_t id = idj.get<int64_t>();
-    if (id < 0 || id >= kMaxId) fail(ErrorKind::BadFormat, "model.vocab: id ", id, " of '", tok, "' out of range");
-    vocab_[tok] = static_cast<int32_t>(id);
+  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
+    int64_t id = it.value().get<int64_t>();
+    if (id < 0 || id >= kMaxId) fail(ErrorKind::BadFormat, "model.vocab: id ", id, " of '", it.key(), "' out of range");
+    vocab_.set(it.key(), static_cast<int32_t>(id));
     max_id = std::max(max_id, id);
   }
-  id_to_token_.assign(static_cast<size_t>(max_id + 1), nullptr);
-  for (const auto& [tok, id] : vocab_) id_to_token_[id] = &tok;
+  id_to_token_.assign(static_cast<size_t>(max_id + 1), std::string());
+  has_id_.assign(static_cast<size_t>(max_id + 1), false);
+  vocab_.for_each([&](std::string_view tok, int32_t id) {
+    id_to_token_[id] = std::string(tok);
+    has_id_[id] = true;
+  });
 
   auto str_or_empty = [&](const char* key) {
     auto it = m.find(key);
@@ -74,63 +112,63 @@ Bpe::Bpe(const json& m) {
     fail(ErrorKind::Unsupported, "BPE dropout is not supported (non-deterministic encoding)");
   std::string unk = str_or_empty("unk_token");
   if (!unk.empty()) {
-    auto it = vocab_.find(unk);
-    if (it != vocab_.end()) unk_id_ = it->second;
+    int32_t id = vocab_.find(unk);
+    if (id >= 0) unk_id_ = id;
   }
   for (int b = 0; b < 256; ++b) {
     char name[8];
     std::snprintf(name, sizeof(name), "<0x%02X>", b);
-    auto it = vocab_.find(std::string_view(name));
-    byte_ids_[b] = it == vocab_.end() ? -1 : it->second;
+    byte_ids_[b] = vocab_.find(std::string_view(name));
   }
 
   const json& merges = m.contains("merges") ? m.at("merges") : json::array();
   if (!merges.is_array()) fail(ErrorKind::BadFormat, "model.merges must be an array");
   merges_.reserve(merges.size());
   int32_t rank = 0;
+  std::string merged;
   for (const json& mj : merges) {
-    std::string a, b;
+    std::string_view a, b;
     if (mj.is_string()) {  // legacy "a b"
-      std::string s = mj.get<std::string>();
+      std::string_view s = mj.get_ref<const std::string&>();
       size_t sp = s.find(' ');
       if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
         fail(ErrorKind::BadFormat, "model.merges: '", s, "' is not two tokens");
       a = s.substr(0, sp);
       b = s.substr(sp + 1);
     } else if (mj.is_array() && mj.size() == 2) {
-      a = mj[0].get<std::string>();
-      b = mj[1].get<std::string>();
+      a = mj[0].get_ref<const std::string&>();
+      b = mj[1].get_ref<const std::string&>();
     } else {
       fail(ErrorKind::BadFormat, "model.merges: entry ", rank, " is not a pair");
     }
-    auto ia = vocab_.find(a), ib = vocab_.find(b);
-    if (ia == vocab_.end() || ib == vocab_.end())
-      fail(ErrorKind::BadFormat, "model.merges: token '", ia == vocab_.end() ? a : b, "' is not in the vocab");
-    std::string merged = a + (b.size() >= prefix_.size() ? b.substr(prefix_.size()) : b);
-    auto im = vocab_.find(merged);
-    if (im == vocab_.end()) fail(ErrorKind::BadFormat, "model.merges: merged token '", merged, "' is not in the vocab");
-    merges_.insert_or_assign(ia->second, ib->second, rank, im->second);
+    int32_t ia = vocab_.find(a), ib = vocab_.find(b);
+    if (ia < 0 || ib < 0) fail(ErrorKind::BadFormat, "model.merges: token '", ia < 0 ? a : b, "' is not in the vocab");
+    merged.assign(a);
+    merged.append(b.size() >= prefix_.size() ? b.substr(prefix_.size()) : b);  // the reference drops the prefix bytes
+    int32_t im = vocab_.find(merged);
+    if (im < 0) fail(ErrorKind::BadFormat, "model.merges: merged token '", merged, "' is not in the vocab");
+    merges_.insert_or_assign(ia, ib, rank, im);
     ++rank;
   }
 }
 
 std::optional<int32_t> Bpe::token_to_id(std::string_view token) const {
-  auto it = vocab_.find(token);
-  if (it == vocab_.end()) return std::nullopt;
-  return it->second;
+  int32_t id = vocab_.find(token);
+  if (id < 0) return std::nullopt;
+  return id;
 }
 
-const std::string* Bpe::id_to_token(int32_t id) const {
-  if (id < 0 || static_cast<size_t>(id) >= id_to_token_.size()) return nullptr;
-  return id_to_token_[id];
+std::optional<std::string_view> Bpe::id_to_token(int32_t id) const {
+  if (id < 0 || static_cast<size_t>(id) >= id_to_token_.size() || !has_id_[id]) return std::nullopt;
+  return std::string_view(id_to_token_[id]);
 }
 
 void Bpe::tokenize(std::string_view word, std::vector<int32_t>& out) const {
   if (word.empty()) return;
   if (ignore_merges_) {
-    auto it = vocab_.find(word);
-    if (it != vocab_.end()) {
-      out.push_back(it->second);
+    int32_t id = vocab_.find(word);
+    if (id >= 0) {
+      out.push_back(id);
       return;
     }
   }
@@ -178,10 +216,10 @@ void Bpe::merge_word(std::string_view w, std::vector<int32_t>& out) const {
       if (i == w.size()) buf.append(suffix_);
       key = buf;
     }
-    auto it = vocab_.find(key);
-    if (it != vocab_.end()) {
+    int32_t id = vocab_.find(key);
+    if (id >= 0) {
       if (pending_unk >= 0) add(pending_unk), pending_unk = -1;
-      add(it->second);
+      add(id);
       continue;
     }
     if (byte_fallback_) {

@@ -21,6 +21,43 @@ struct StrHash {
 };
 using StrMap = std::unordered_map<std::string, int32_t, StrHash, std::equal_to<>>;
 
+// Token string -> id: one arena for the bytes, open addressing over entries
+// that carry their hash (a 262k-entry vocab stays compact and cache-friendly).
+class TokenIndex {
+ public:
+  void reserve(size_t n);
+  void set(std::string_view token, int32_t id);  // inserts or overwrites
+  int32_t find(std::string_view token) const {   // -1 when absent
+    if (slots_.empty()) return -1;
+    uint64_t h = hash(token);
+    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+      int32_t e = slots_[i];
+      if (e < 0) return -1;
+      const Entry& en = entries_[e];
+      if (en.hash == h && key(en) == token) return en.id;
+    }
+  }
+  size_t size() const { return entries_.size(); }
+  template <typename Fn>
+  void for_each(Fn&& fn) const {
+    for (const Entry& e : entries_) fn(key(e), e.id);
+  }
+
+ private:
+  struct Entry {
+    uint64_t hash;
+    uint32_t off, len;
+    int32_t id;
+  };
+  static uint64_t hash(std::string_view s) { return std::hash<std::string_view>{}(s); }
+  std::string_view key(const Entry& e) const { return std::string_view(arena_).substr(e.off, e.len); }
+  void rehash(size_t cap);
+  std::string arena_;
+  std::vector<Entry> entries_;
+  std::vector<int32_t> slots_;
+  size_t mask_ = 0;
+};
+
 // (left id, right id) -> (rank, merged id); open addressing for the hot loop.
 class MergeMap {
  public:
@@ -65,15 +102,16 @@ class Bpe {
   // Appends the ids of one pre-tokenized word.
   void tokenize(std::string_view word, std::vector<int32_t>& out) const;
   std::optional<int32_t> token_to_id(std::string_view token) const;
-  const std::string* id_to_token(int32_t id) const;
+  std::optional<std::string_view> id_to_token(int32_t id) const;
   int64_t size() const { return static_cast<int64_t>(vocab_.size()); }
   int32_t max_id() const { return static_cast<int32_t>(id_to_token_.size()) - 1; }
 
  private:
   void merge_word(std::string_view word, std::vector<int32_t>& out) const;
 
-  StrMap vocab_;
-  std::vector<const std::string*> id_to_token_;
+  TokenIndex vocab_;
+  std::vector<std::string> id_to_token_;
+  std::vector<bool> has_id_;
   MergeMap merges_;
   std::optional<int32_t> unk_id_;
   std::string prefix_, suffix_;

@@ -159,13 +159,13 @@ class HfTokenizer : public Tokenizer {
     std::vector<std::string> tokens;
     tokens.reserve(n);
     for (size_t k = 0; k < n; ++k) {
-      const std::string* t = nullptr;
+      std::optional<std::string_view> t;
       auto it = added_decoded_.find(ids[k]);
-      if (it != added_decoded_.end()) t = &it->second;
+      if (it != added_decoded_.end()) t = it->second;
       else t = model_->id_to_token(ids[k]);
       if (!t) continue;  // unknown ids are dropped, like the reference
       if (skip_special && special_contents_.count(*t)) continue;
-      tokens.push_back(*t);
+      tokens.emplace_back(*t);
     }
     if (!decoder_) {
       std::string out;
@@ -189,8 +189,8 @@ class HfTokenizer : public Tokenizer {
   std::string id_to_token(int32_t id) const override {
     auto it = added_by_id_.find(id);
     if (it != added_by_id_.end()) return it->second;
-    const std::string* t = model_->id_to_token(id);
-    return t ? *t : std::string();
+    auto t = model_->id_to_token(id);
+    return t ? std::string(*t) : std::string();
   }
 
   bool is_special(int32_t id) const override { return special_ids_.count(id) > 0; }

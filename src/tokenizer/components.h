@@ -91,6 +91,8 @@ class PostProcessor {
  public:
   virtual ~PostProcessor() = default;
   virtual void process(std::vector<int32_t>& ids, bool add_special_tokens) const = 0;
+  // How many ids process() adds to a single sequence (truncation leaves room for them).
+  virtual size_t added_tokens() const = 0;
 };
 std::unique_ptr<PostProcessor> make_post_processor(const json& j, const TokenLookup& lookup);
 

@@ -243,6 +243,11 @@ class Template : public PostProcessor {
     }
     ids = std::move(out);
   }
+  size_t added_tokens() const override {
+    size_t n = 0;
+    for (const Item& it : items_) n += it.ids.size();
+    return n;
+  }
 
  private:
   struct Item {
@@ -261,6 +266,7 @@ class ClsSep : public PostProcessor {
     ids.insert(ids.begin(), cls_);
     ids.push_back(sep_);
   }
+  size_t added_tokens() const override { return 2; }
 
  private:
   int32_t cls_, sep_;
@@ -269,6 +275,7 @@ class ClsSep : public PostProcessor {
 class NoOp : public PostProcessor {
  public:
   void process(std::vector<int32_t>&, bool) const override {}
+  size_t added_tokens() const override { return 0; }
 };
 
 class SequencePost : public PostProcessor {
@@ -281,6 +288,11 @@ class SequencePost : public PostProcessor {
   }
   void process(std::vector<int32_t>& ids, bool add_special) const override {
     for (const auto& p : parts_) p->process(ids, add_special);
+  }
+  size_t added_tokens() const override {
+    size_t n = 0;
+    for (const auto& p : parts_) n += p->added_tokens();
+    return n;
   }
 
  private:

@@ -124,6 +124,7 @@ class HfTokenizer : public Tokenizer {
     max_id_ = std::max(max_id_, model_->max_id());
     post_ = make_post_processor(j.value("post_processor", json()),
                                 [this](const std::string& name) { return token_to_id(name); });
+    parse_truncation_and_padding(j);
   }
 
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens) const override {
@@ -147,8 +148,49 @@ class HfTokenizer : public Tokenizer {
       if (p.id >= 0) ids.push_back(p.id);
       else model_->tokenize(p.text, ids);
     }
+    if (truncate_) {
+      size_t room = *truncate_;
+      size_t added = (post_ && add_special_tokens) ? post_->added_tokens() : 0;
+      room = room > added ? room - added : 0;
+      if (ids.size() > room) {
+        if (truncate_left_) ids.erase(ids.begin(), ids.end() - static_cast<std::ptrdiff_t>(room));
+        else ids.resize(room);
+      }
+    }
     if (post_) post_->process(ids, add_special_tokens);
+    if (pad_) {
+      size_t size = pad_fixed_ ? *pad_fixed_ : ids.size();
+      if (pad_multiple_ > 0 && size % pad_multiple_) size += pad_multiple_ - size % pad_multiple_;
+      if (ids.size() < size) ids.insert(pad_left_ ? ids.begin() : ids.end(), size - ids.size(), pad_id_);
+    }
     return ids;
+  }
+
+  // tokenizer.json may ask for truncation and padding; the reference applies
+  // both inside encode(), so ingot does too.
+  void parse_truncation_and_padding(const json& j) {
+    auto t = j.find("truncation");
+    if (t != j.end() && !t->is_null()) {
+      int64_t n = t->at("max_length").get<int64_t>();
+      if (n < 0) fail(ErrorKind::BadFormat, "truncation.max_length is negative");
+      truncate_ = static_cast<size_t>(n);
+      truncate_left_ = t->value("direction", std::string("Right")) == "Left";
+    }
+    auto p = j.find("padding");
+    if (p != j.end() && !p->is_null()) {
+      pad_ = true;
+      const json& st = p->at("strategy");
+      if (st.is_object() && st.contains("Fixed")) {
+        int64_t n = st.at("Fixed").get<int64_t>();
+        if (n < 0 || n > (1 << 24)) fail(ErrorKind::BadFormat, "padding length out of range");
+        pad_fixed_ = static_cast<size_t>(n);
+      }
+      pad_left_ = p->value("direction", std::string("Right")) == "Left";
+      pad_id_ = p->value("pad_id", 0);
+      auto m = p->find("pad_to_multiple_of");
+      if (m != p->end() && !m->is_null()) pad_multiple_ = m->get<size_t>();
+      if (pad_multiple_ > (1 << 24)) fail(ErrorKind::BadFormat, "pad_to_multiple_of out of range");
+    }
   }
 
   std::string decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const override {
@@ -214,6 +256,10 @@ class HfTokenizer : public Tokenizer {
   std::unordered_set<int32_t> special_ids_;
   std::unordered_set<std::string, StrHash, std::equal_to<>> special_contents_;
   int32_t max_id_ = -1;
+  std::optional<size_t> truncate_, pad_fixed_;
+  bool truncate_left_ = false, pad_ = false, pad_left_ = false;
+  int32_t pad_id_ = 0;
+  size_t pad_multiple_ = 0;
 };
 
 }  // namespace

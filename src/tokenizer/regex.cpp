@@ -101,13 +101,4 @@ void Regex::find_all(std::string_view text, std::vector<std::pair<size_t, size_t
   }
 }
 
-std::string regex_escape(std::string_view literal) {
-  std::string out;
-  for (char c : literal) {
-    if (std::string_view("\\^$.|?*+()[]{}-#&~ ").find(c) != std::string_view::npos) out += '\\';
-    out += c;
-  }
-  return out;
-}
-
 }  // namespace ingot::tok

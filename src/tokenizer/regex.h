@@ -28,6 +28,4 @@ class Regex {
   void* code_ = nullptr;  // pcre2_code_8
 };
 
-std::string regex_escape(std::string_view literal);
-
 }  // namespace ingot::tok

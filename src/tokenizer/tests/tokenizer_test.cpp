@@ -1,5 +1,7 @@
 // Loader details, errors and metadata (encoding parity itself is proven
 // against the reference library by tests/test_tokenizer*.py).
+#include <thread>
+
 #include "tokenizer/tests/test_util.h"
 #include "util/error.h"
 
@@ -87,6 +89,29 @@ TEST(Tokenizer, ConfigVariants) {
   EXPECT_EQ(t->decode({1, 0, 0}, true), "a a");
   // A character outside the vocab with neither unk nor byte fallback is dropped.
   EXPECT_EQ(t->encode("aza", false), (std::vector<int32_t>{0, 0}));
+}
+
+}  // namespace
+}  // namespace ingot
+
+namespace ingot {
+namespace {
+
+TEST(Tokenizer, ConcurrentEncodingMatchesSerial) {
+  // The per-word cache is shared between threads; results must not depend on it.
+  const Tokenizer& tok = test::real_tokenizer("qwen3");
+  const auto& texts = test::corpus();
+  std::vector<std::vector<int32_t>> serial;
+  for (size_t i = 0; i < 1000; ++i) serial.push_back(tok.encode(texts[i], true));
+  std::vector<std::vector<std::vector<int32_t>>> got(4);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (size_t i = 0; i < 1000; ++i) got[t].push_back(tok.encode(texts[(i * 7 + t) % 1000], true));
+    });
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 4; ++t)
+    for (size_t i = 0; i < 1000; ++i) ASSERT_EQ(got[t][i], serial[(i * 7 + t) % 1000]);
 }
 
 }  // namespace

@@ -299,7 +299,8 @@ std::unique_ptr<Tokenizer> Tokenizer::from_dir(const std::string& dir) {
     if (file_exists(jinja)) cfg.chat_template = read_text_file(jinja);
     return build(read_text_file(tj), std::move(cfg));
   } catch (const Error& e) {
-    throw Error(e.kind(), dir + "/" + e.what());
+    std::string msg = e.what();  // "tokenizer.json: ..." -> "DIR/tokenizer.json: ..."
+    throw Error(e.kind(), starts_with(msg, "tokenizer") ? dir + "/" + msg : msg);
   }
 }
 

@@ -81,17 +81,21 @@ void MergeMap::insert_or_assign(int32_t a, int32_t b, int32_t rank, int32_t merg
   }
 }
 
-Bpe::Bpe(const json& m) {
-  const json& vocab = m.at("vocab");
-  if (!vocab.is_object()) fail(ErrorKind::BadFormat, "model.vocab must be an object");
-  vocab_.reserve(vocab.size());
+Bpe::Bpe(const json& m, BpeTables t) {
+  if (!t.has_vocab) {
+    const json& vocab = m.at("vocab");
+    if (!vocab.is_object()) fail(ErrorKind::BadFormat, "model.vocab must be an object");
+    for (auto it = vocab.begin(); it != vocab.end(); ++it) t.vocab.emplace_back(it.key(), it.value().get<int64_t>());
+  }
+  vocab_.reserve(t.vocab.size());
   int64_t max_id = -1;
-  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    int64_t id = it.value().get<int64_t>();
-    if (id < 0 || id >= kMaxId) fail(ErrorKind::BadFormat, "model.vocab: id ", id, " of '", it.key(), "' out of range");
-    vocab_.set(it.key(), static_cast<int32_t>(id));
+  for (const auto& [tok, id] : t.vocab) {
+    if (id < 0 || id >= kMaxId) fail(ErrorKind::BadFormat, "model.vocab: id ", id, " of '", tok, "' out of range");
+    vocab_.set(tok, static_cast<int32_t>(id));
     max_id = std::max(max_id, id);
   }
+  t.vocab.clear();
+  t.vocab.shrink_to_fit();
   id_to_token_.assign(static_cast<size_t>(max_id + 1), std::string());
   has_id_.assign(static_cast<size_t>(max_id + 1), false);
   vocab_.for_each([&](std::string_view tok, int32_t id) {
@@ -121,26 +125,28 @@ Bpe::Bpe(const json& m) {
     byte_ids_[b] = vocab_.find(std::string_view(name));
   }
 
-  const json& merges = m.contains("merges") ? m.at("merges") : json::array();
-  if (!merges.is_array()) fail(ErrorKind::BadFormat, "model.merges must be an array");
-  merges_.reserve(merges.size());
+  if (!t.bad_merges.empty()) fail(ErrorKind::BadFormat, "model.merges: '", t.bad_merges[0], "' is not two tokens");
+  if (!t.has_merges && m.contains("merges")) {
+    const json& merges = m.at("merges");
+    if (!merges.is_array()) fail(ErrorKind::BadFormat, "model.merges must be an array");
+    for (const json& mj : merges) {
+      if (mj.is_string()) {  // legacy "a b"
+        std::string_view s = mj.get_ref<const std::string&>();
+        size_t sp = s.find(' ');
+        if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
+          fail(ErrorKind::BadFormat, "model.merges: '", s, "' is not two tokens");
+        t.merges.emplace_back(s.substr(0, sp), s.substr(sp + 1));
+      } else if (mj.is_array() && mj.size() == 2) {
+        t.merges.emplace_back(mj[0].get<std::string>(), mj[1].get<std::string>());
+      } else {
+        fail(ErrorKind::BadFormat, "model.merges: entry ", t.merges.size(), " is not a pair");
+      }
+    }
+  }
+  merges_.reserve(t.merges.size());
   int32_t rank = 0;
   std::string merged;
-  for (const json& mj : merges) {
-    std::string_view a, b;
-    if (mj.is_string()) {  // legacy "a b"
-      std::string_view s = mj.get_ref<const std::string&>();
-      size_t sp = s.find(' ');
-      if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
-        fail(ErrorKind::BadFormat, "model.merges: '", s, "' is not two tokens");
-      a = s.substr(0, sp);
-      b = s.substr(sp + 1);
-    } else if (mj.is_array() && mj.size() == 2) {
-      a = mj[0].get_ref<const std::string&>();
-      b = mj[1].get_ref<const std::string&>();
-    } else {
-      fail(ErrorKind::BadFormat, "model.merges: entry ", rank, " is not a pair");
-    }
+  for (const auto& [a, b] : t.merges) {
     int32_t ia = vocab_.find(a), ib = vocab_.find(b);
     if (ia < 0 || ib < 0) fail(ErrorKind::BadFormat, "model.merges: token '", ia < 0 ? a : b, "' is not in the vocab");
     merged.assign(a);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tokenizer/components.h"
+#include "tokenizer/json_loader.h"
 
 namespace ingot::tok {
 
@@ -98,7 +99,8 @@ class MergeMap {
 
 class Bpe {
  public:
-  explicit Bpe(const json& model);
+  // `tables` holds vocab/merges when the loader took them out of the DOM.
+  Bpe(const json& model, BpeTables tables);
   // Appends the ids of one pre-tokenized word.
   void tokenize(std::string_view word, std::vector<int32_t>& out) const;
   std::optional<int32_t> token_to_id(std::string_view token) const;

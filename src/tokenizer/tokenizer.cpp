@@ -11,6 +11,7 @@
 #include "tokenizer/added_tokens.h"
 #include "tokenizer/bpe.h"
 #include "tokenizer/components.h"
+#include "tokenizer/json_loader.h"
 #include "tokenizer/stream.h"
 #include "tokenizer/unicode.h"
 #include "util/error.h"
@@ -69,14 +70,14 @@ TokenizerConfig parse_config(const std::string& text) {
 
 class HfTokenizer : public Tokenizer {
  public:
-  HfTokenizer(const json& j, TokenizerConfig cfg) : cfg_(std::move(cfg)) {
+  HfTokenizer(const json& j, BpeTables tables, TokenizerConfig cfg) : cfg_(std::move(cfg)) {
     if (!j.is_object()) fail(ErrorKind::BadFormat, "not a JSON object");
     const json& model = j.at("model");
     if (!model.is_object()) fail(ErrorKind::BadFormat, "\"model\" must be an object");
     std::string type = model.contains("type") ? model.at("type").get<std::string>()
-                                              : (model.contains("merges") ? "BPE" : "");
+                                              : (model.contains("merges") || tables.has_merges ? "BPE" : "");
     if (type != "BPE") fail(ErrorKind::Unsupported, "unsupported model type '", type, "' (only BPE is implemented)");
-    model_ = std::make_unique<Bpe>(model);
+    model_ = std::make_unique<Bpe>(model, std::move(tables));
     normalizer_ = make_normalizer(j.value("normalizer", json()));
     pre_ = make_pre_tokenizer(j.value("pre_tokenizer", json()));
     decoder_ = make_decoder(j.value("decoder", json()));
@@ -268,14 +269,10 @@ class HfTokenizer : public Tokenizer {
 
 namespace {
 std::unique_ptr<Tokenizer> build(const std::string& tokenizer_json, TokenizerConfig cfg) {
-  tok::json j;
+  tok::BpeTables tables;
+  tok::json j = tok::parse_tokenizer_json(tokenizer_json, &tables);
   try {
-    j = tok::json::parse(tokenizer_json);
-  } catch (const tok::json::exception& e) {
-    fail(ErrorKind::BadFormat, "tokenizer.json: ", e.what());
-  }
-  try {
-    return std::make_unique<tok::HfTokenizer>(j, std::move(cfg));
+    return std::make_unique<tok::HfTokenizer>(j, std::move(tables), std::move(cfg));
   } catch (const tok::json::exception& e) {
     fail(ErrorKind::BadFormat, "tokenizer.json: ", e.what());
   } catch (const Error& e) {

@@ -1,11 +1,13 @@
-// `ingot generate`: greedy generation from token ids (text prompts and chat
-// once the tokenizer is available to the CLI).
+// `ingot generate`: greedy generation from token ids (printed as ids) or from
+// a text prompt (tokenized with the model directory's tokenizer; the
+// continuation is printed as text while it streams).
 #include <cstdio>
 
 #include "cli/model_setup.h"
 #include "cli/verbs.h"
 #include "io/config.h"
 #include "ops/ops.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/strings.h"
 
@@ -16,13 +18,24 @@ namespace {
 struct GenerateFlags {
   ModelFlags model;
   std::string prompt_ids;
+  std::string prompt;
   int max_tokens = 64;
   bool ignore_eos = false;
 };
 
 int run_generate(const GenerateFlags& f) {
-  std::vector<int32_t> prompt = parse_int_list(f.prompt_ids, "--prompt-ids");
-  if (prompt.empty()) fail(ErrorKind::InvalidArgument, "--prompt-ids is empty");
+  if (f.prompt.empty() == f.prompt_ids.empty()) fail(ErrorKind::InvalidArgument, "give one of --prompt or --prompt-ids");
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<Tokenizer::Stream> text_out;
+  std::vector<int32_t> prompt;
+  if (!f.prompt.empty()) {
+    tokenizer = Tokenizer::from_dir(f.model.model);
+    prompt = tokenizer->encode(f.prompt, true);
+    text_out = tokenizer->stream(true);
+  } else {
+    prompt = parse_int_list(f.prompt_ids, "--prompt-ids");
+  }
+  if (prompt.empty()) fail(ErrorKind::InvalidArgument, "the prompt has no tokens");
   if (f.max_tokens < 0) fail(ErrorKind::InvalidArgument, "--max-tokens must be >= 0");
   auto model = load_model_from_flags(f.model);
   check_token_ids(prompt, model->vocab_size());
@@ -36,7 +49,8 @@ int run_generate(const GenerateFlags& f) {
     Tensor logits = model->forward(in);
     int32_t tok = ops::argmax(logits).to_i32_vector()[0];
     out.push_back(tok);
-    std::printf("%s%d", i ? "," : "", tok);
+    if (text_out) std::fputs(text_out->push(tok).c_str(), stdout);
+    else std::printf("%s%d", i ? "," : "", tok);
     std::fflush(stdout);
     bool eos = false;
     for (int32_t e : gen.eos_token_ids) eos |= e == tok;
@@ -44,6 +58,7 @@ int run_generate(const GenerateFlags& f) {
     in.tokens = {tok};
     in.seqs[0].n_tokens = 1;
   }
+  if (text_out) std::fputs(text_out->flush().c_str(), stdout);
   std::printf("\n");
   return 0;
 }
@@ -54,7 +69,8 @@ void register_generate(CLI::App& app) {
   auto f = std::make_shared<GenerateFlags>();
   CLI::App* sub = add_verb(app, "generate", "generate tokens greedily", [f] { return run_generate(*f); });
   add_model_flags(sub, f->model);
-  sub->add_option("--prompt-ids", f->prompt_ids, "comma-separated token ids")->required();
+  sub->add_option("--prompt-ids", f->prompt_ids, "comma-separated token ids");
+  sub->add_option("--prompt", f->prompt, "prompt text (uses the model directory's tokenizer)");
   sub->add_option("--max-tokens", f->max_tokens, "tokens to generate")->capture_default_str();
   sub->add_flag("--ignore-eos", f->ignore_eos, "keep going past end-of-sequence tokens");
 }

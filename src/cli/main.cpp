@@ -43,6 +43,7 @@ int run(int argc, char** argv) {
   register_generate(app);
   register_transcribe(app);
   register_fit(app);
+  register_tokenize(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

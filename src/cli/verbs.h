@@ -17,6 +17,7 @@ void register_logits(CLI::App& app);
 void register_generate(CLI::App& app);
 void register_transcribe(CLI::App& app);
 void register_fit(CLI::App& app);
+void register_tokenize(CLI::App& app);
 
 // Shared flag helpers.
 struct ModelFlags {

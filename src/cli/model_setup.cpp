@@ -1,6 +1,10 @@
 #include "cli/model_setup.h"
 
+#include <filesystem>
+
 #include "backend/cpu/thread_pool.h"
+#include "tokenizer/tokenizer.h"
+#include "util/strings.h"
 #include "util/error.h"
 
 namespace ingot::cli {
@@ -29,7 +33,11 @@ CacheOptions cache_options(const ModelFlags& f) {
   return c;
 }
 
-std::function<std::string(const std::vector<int32_t>&)> text_decoder_for(const std::string&) {
+std::function<std::string(const std::vector<int32_t>&)> text_decoder_for(const std::string& dir) {
+  if (file_exists((std::filesystem::path(dir) / "tokenizer.json").string())) {
+    std::shared_ptr<Tokenizer> tok = Tokenizer::from_dir(dir);
+    return [tok](const std::vector<int32_t>& ids) { return tok->decode(ids, true); };
+  }
   return [](const std::vector<int32_t>& ids) {
     std::string s;
     for (int32_t id : ids) s += (s.empty() ? "" : " ") + std::to_string(id);

@@ -37,6 +37,8 @@ Value Interpreter::binary(const std::string& op, const Value& a, const Value& b,
     if (nums) return Value::floating(a.as_double() + b.as_double());
     if (a.is_string() && b.is_string()) {
       if (a.str().size() + b.str().size() > limits_.max_output_bytes) error(line, "string too long");
+      if (a.safe || b.safe)  // Markup + str escapes the str
+        return Value::markup((a.safe ? a.str() : html_escape(a.str())) + (b.safe ? b.str() : html_escape(b.str())));
       return Value::string(a.str() + b.str());
     }
     if (a.is_list() && b.is_list() && a.list->kind == b.list->kind && a.list->kind != ListObj::Kind::Iterator) {

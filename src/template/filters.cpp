@@ -75,21 +75,6 @@ void stable_sort_by(Interpreter& in, std::vector<Value>& items, std::vector<Valu
   (void)in;
 }
 
-std::string html_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
 // Python int(str, base 10): whitespace, sign and underscores allowed.
 bool parse_int(const std::string& raw, int64_t& out) {
   std::string s = py_strip(raw, nullptr, true, true);
@@ -211,6 +196,7 @@ Value f_list(Interpreter& in, const Value& v, CallArgs& a) { return Value::list_
 
 Value f_map(Interpreter& in, const Value& v, CallArgs& a) {
   std::vector<Value> out;
+  if (!truthy(v)) return Value::iterator_of({});  // jinja2 maps nothing over a false value
   const Value* attribute = nullptr;
   for (const auto& [k, x] : a.kw)
     if (k == "attribute") attribute = &x;
@@ -255,6 +241,7 @@ Value select_impl(Interpreter& in, const Value& v, CallArgs& a, bool by_attr, bo
   if (a.pos.size() > t + 1) rest.pos.assign(a.pos.begin() + static_cast<long>(t + 1), a.pos.end());
   rest.kw = a.kw;
   std::vector<Value> out;
+  if (!truthy(v)) return Value::iterator_of({});  // jinja2 selects nothing from a false value
   for (const auto& item : seq(in, v, a.line)) {
     Value x = by_attr ? attr_path(in, item, attribute, a.line) : item;
     CallArgs copy = rest;
@@ -275,8 +262,10 @@ Value f_replace(Interpreter& in, const Value& v, CallArgs& a) {
   return Value::string(py_replace(soft_str(v), soft_str(a.pos[0]), soft_str(a.pos[1]), count));
 }
 
-Value f_lower(Interpreter&, const Value& v, CallArgs&) { return Value::string(py_lower(soft_str(v))); }
-Value f_upper(Interpreter&, const Value& v, CallArgs&) { return Value::string(py_upper(soft_str(v))); }
+// Markup stays Markup through the str methods these filters call.
+Value keep_markup(const Value& in, std::string s) { return in.safe ? Value::markup(std::move(s)) : Value::string(std::move(s)); }
+Value f_lower(Interpreter&, const Value& v, CallArgs&) { return keep_markup(v, py_lower(soft_str(v))); }
+Value f_upper(Interpreter&, const Value& v, CallArgs&) { return keep_markup(v, py_upper(soft_str(v))); }
 Value f_capitalize(Interpreter& in, const Value& v, CallArgs& a) {
   CallArgs none;
   none.line = a.line;
@@ -296,11 +285,14 @@ Value f_title(Interpreter&, const Value& v, CallArgs&) {
   return Value::string(std::move(out));
 }
 Value f_trim(Interpreter&, const Value& v, CallArgs& a) {
-  return Value::string(py_strip(soft_str(v), arg(a, 0, "chars"), true, true));
+  return keep_markup(v, py_strip(soft_str(v), arg(a, 0, "chars"), true, true));
 }
-Value f_string(Interpreter&, const Value& v, CallArgs&) { return Value::string(soft_str(v)); }
-Value f_safe(Interpreter&, const Value& v, CallArgs&) { return v.is_string() ? v : Value::string(soft_str(v)); }
-Value f_escape(Interpreter&, const Value& v, CallArgs&) { return Value::string(html_escape(soft_str(v))); }
+Value f_string(Interpreter&, const Value& v, CallArgs&) { return keep_markup(v, soft_str(v)); }
+Value f_safe(Interpreter&, const Value& v, CallArgs&) { return Value::markup(soft_str(v)); }
+Value f_escape(Interpreter&, const Value& v, CallArgs&) {
+  return v.safe ? v : Value::markup(html_escape(soft_str(v)));
+}
+Value f_forceescape(Interpreter&, const Value& v, CallArgs&) { return Value::markup(html_escape(soft_str(v))); }
 
 Value f_int(Interpreter&, const Value& v, CallArgs& a) {
   Value dflt = arg(a, 0, "default") ? *arg(a, 0, "default") : Value::integer(0);
@@ -545,7 +537,7 @@ const std::map<std::string, FilterFn>& filters() {
       {"selectattr", f_selectattr}, {"rejectattr", f_rejectattr}, {"replace", f_replace}, {"lower", f_lower},
       {"upper", f_upper},         {"capitalize", f_capitalize}, {"title", f_title},    {"trim", f_trim},
       {"string", f_string},       {"safe", f_safe},         {"escape", f_escape},      {"e", f_escape},
-      {"forceescape", f_escape},  {"int", f_int},           {"float", f_float},        {"indent", f_indent},
+      {"forceescape", f_forceescape},  {"int", f_int},           {"float", f_float},        {"indent", f_indent},
       {"items", f_items},         {"dictsort", f_dictsort}, {"sort", f_sort},          {"unique", f_unique},
       {"min", f_min},             {"max", f_max},           {"abs", f_abs},            {"round", f_round},
       {"sum", f_sum},             {"reverse", f_reverse},   {"batch", f_batch},        {"format", f_format},

@@ -56,6 +56,28 @@ static void check_depth(uint32_t depth) {
     fail(ErrorKind::InvalidArgument, "chat template: value nested deeper than ", kMaxValueDepth, " levels");
 }
 
+Value Value::markup(std::string x) {
+  Value v = string(std::move(x));
+  v.safe = true;
+  return v;
+}
+
+std::string html_escape(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&#34;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
 static Value make_list(std::vector<Value> items, ListObj::Kind kind) {
   uint32_t depth = 1;
   for (const auto& item : items) depth = std::max(depth, value_depth(item) + 1);
@@ -452,6 +474,7 @@ static void dump(std::string& out, const Value& v, const JsonDumpOptions& o, int
     case Value::Type::Float: out += json_float(v.f); return;
     case Value::Type::String: json_string(out, *v.s, o.ensure_ascii); return;
     case Value::Type::List: {
+      if (v.list->kind == ListObj::Kind::Iterator) break;
       const auto& items = v.list->items;
       if (items.empty()) {
         out += "[]";

@@ -32,6 +32,7 @@ struct Value {
   enum class Type : uint8_t { Undefined, None, Bool, Int, Float, String, List, Dict, Function };
   Type type = Type::Undefined;
   bool b = false;
+  bool safe = false;  // String only: markupsafe's Markup (from |safe, |escape)
   int64_t i = 0;
   double f = 0.0;
   std::shared_ptr<const std::string> s;    // String
@@ -47,6 +48,7 @@ struct Value {
   static Value integer(int64_t v);
   static Value floating(double v);
   static Value string(std::string v);
+  static Value markup(std::string v);  // a Markup string: `+` escapes the other side
   static Value list_of(std::vector<Value> items);
   static Value tuple_of(std::vector<Value> items);
   static Value iterator_of(std::vector<Value> items);  // a Python generator: always true, no len()
@@ -106,6 +108,7 @@ int py_compare(const Value& a, const Value& b, int line);
 std::string py_str(const Value& v);   // str(v); Undefined is ""
 std::string py_repr(const Value& v);  // repr(v)
 std::string py_float_repr(double d);
+std::string html_escape(const std::string& s);  // markupsafe.escape
 std::string type_name(const Value& v);  // "str", "int", "dict", ...
 
 // JSON in and out (json.dumps with transformers' tojson defaults).

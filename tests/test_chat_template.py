@@ -16,7 +16,7 @@ from chat_template_cases import compile_reference, conversations, render_referen
 
 DATA = pathlib.Path(__file__).resolve().parent / "data" / "templates"
 SHARED_TOKENIZERS = ["qwen3", "llama3_1", "gemma3"]
-CONVERSATIONS = 60
+CONVERSATIONS = 80
 MIN_RENDERED = 50
 
 
@@ -29,23 +29,41 @@ def run_ingot(ingot_bin, model_dir, request, extra_args=()):
                           input=json.dumps(request, ensure_ascii=False).encode(), capture_output=True, timeout=60)
 
 
+def run_batch(ingot_bin, model_dir, requests):
+    got = subprocess.run([ingot_bin, "chat-template", "--model", str(model_dir), "--batch"],
+                         input=json.dumps(requests, ensure_ascii=False).encode(), capture_output=True, timeout=120)
+    assert got.returncode == 0, got.stderr.decode()
+    results = json.loads(got.stdout)
+    assert len(results) == len(requests)
+    return results
+
+
+SINGLE_CALLS = 4  # conversations also run through the one-request-per-process contract
+
+
 def check_template(ingot_bin, model_dir, source, tokens, seed):
     template = compile_reference(source)
+    requests = conversations(seed, CONVERSATIONS)
+    results = run_batch(ingot_bin, model_dir, requests)
     rendered = 0
-    for k, request in enumerate(conversations(seed, CONVERSATIONS)):
+    for k, (request, result) in enumerate(zip(requests, results)):
         status, expected = render_reference(template, tokens, request)
-        got = run_ingot(ingot_bin, model_dir, request)
         where = f"{model_dir} conversation {k}: {json.dumps(request, ensure_ascii=False)[:300]}"
         if status == "ok":
-            assert got.returncode == 0, f"{where}\ningot failed: {got.stderr.decode()}"
-            assert got.stdout.decode() == expected, f"{where}\nexpected:\n{expected!r}\ngot:\n{got.stdout.decode()!r}"
+            assert "prompt" in result, f"{where}\ningot failed: {result}"
+            assert result["prompt"] == expected, f"{where}\nexpected:\n{expected!r}\ngot:\n{result['prompt']!r}"
             rendered += 1
         else:
-            assert got.returncode != 0, f"{where}\nreference raised {expected!r} but ingot rendered"
-            err = got.stderr.decode()
-            assert err.startswith("ingot: error: ") and err.count("\n") == 1, err
+            assert "error" in result, f"{where}\nreference raised {expected!r} but ingot rendered"
             if status == "raised":
-                assert expected in err, f"{where}\nreference raised {expected!r}, ingot said {err!r}"
+                assert expected in result["error"], f"{where}\nreference raised {expected!r}, ingot said {result}"
+        if k < SINGLE_CALLS:
+            got = run_ingot(ingot_bin, model_dir, request)
+            if status == "ok":
+                assert got.returncode == 0 and got.stdout.decode() == expected, f"{where}\n{got.stderr.decode()}"
+            else:
+                err = got.stderr.decode()
+                assert got.returncode != 0 and err.startswith("ingot: error: ") and err.count("\n") == 1, err
     assert rendered >= MIN_RENDERED, f"only {rendered} of {CONVERSATIONS} conversations rendered for {model_dir}"
 
 
@@ -92,9 +110,10 @@ def test_named_templates_and_added_token_dicts(ingot_bin, tmp_path):
     (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
     plain = run_ingot(ingot_bin, tmp_path, {"messages": []})
     tools = run_ingot(ingot_bin, tmp_path, {"messages": [], "tools": [{"type": "function"}]})
-    named = run_ingot(ingot_bin, tmp_path, {"messages": []}, ["--template", "tool_use"])
-    assert (plain.stdout, tools.stdout) == (b"D<s>", b"T1")
-    assert named.returncode != 0 or named.stdout == b"T0"
+    named = run_ingot(ingot_bin, tmp_path, {"messages": [], "tools": []}, ["--template", "tool_use"])
+    unknown = run_ingot(ingot_bin, tmp_path, {"messages": []}, ["--template", "rag"])
+    assert (plain.stdout, tools.stdout, named.stdout) == (b"D<s>", b"T1", b"T0")
+    assert unknown.returncode != 0 and "no chat template named 'rag'" in unknown.stderr.decode()
 
 
 def test_missing_template_is_a_clear_error(ingot_bin, shared_dir):

@@ -175,10 +175,12 @@ def _tool_exchange(rng, tools):
         args = {"city": "Paris", "unit": "celsius"} if name == "get_weather" else (
             {"query": "jinja2 whitespace control", "max_results": 3} if name == "search" else {"expression": "2 * (3 + 4)"})
         cid = _call_id(rng)
+        if rng.random() < 0.25:  # OpenAI clients send arguments as a JSON string
+            args = json.dumps(args)
         calls.append({"id": cid, "type": "function", "function": {"name": name, "arguments": args}})
         results.append({"role": "tool", "tool_call_id": cid, "name": name,
                         "content": rng.choice(['{"temperature": 21, "sky": "clear"}', "14", "No results found."])})
-    content = rng.choice(["", "Let me check that."])
+    content = rng.choice(["", "Let me check that.", None])
     return [{"role": "assistant", "content": content, "tool_calls": calls}] + results
 
 
@@ -195,7 +197,10 @@ def conversations(seed, count):
             messages.append({"role": "system", "content": rng.choice(_SYSTEMS)})
         turns = rng.randint(1, 3)
         for t in range(turns):
-            messages.append({"role": "user", "content": _text(rng) or "Hi"})
+            if rng.random() < 0.05:  # multimodal-style content parts
+                messages.append({"role": "user", "content": [{"type": "text", "text": _text(rng) or "Hi"}]})
+            else:
+                messages.append({"role": "user", "content": _text(rng) or "Hi"})
             last = t == turns - 1
             if kind == 3 and (last or rng.random() < 0.5):
                 messages.extend(_tool_exchange(rng, _TOOLS))

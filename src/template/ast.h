@@ -91,11 +91,18 @@ struct Stmt {
   std::string name;
   std::vector<MacroParam> params;
   std::vector<std::pair<Target, ExprPtr>> assigns;
+  // Names this statement's body frame assigns before ever reading them:
+  // jinja2 makes them frame locals that start undefined (see scoping.cpp).
+  std::vector<std::string> body_locals;
 };
 
 struct Template {
   Body body;
+  std::vector<std::string> root_locals;
 };
+
+// Fills Stmt::body_locals / Template::root_locals (jinja2's symbol analysis).
+void analyze_scopes(Template& tpl);
 
 // Throws Error(BadFormat) "chat template syntax error at line N: ...".
 std::unique_ptr<Template> parse_template(const std::string& source);

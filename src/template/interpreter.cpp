@@ -35,6 +35,7 @@ std::string Interpreter::render(const Value& context) {
   if (context.is_dict())
     for (const auto& [k, v] : context.dict->items)
       if (k.is_string()) frame_->set(k.str(), v);
+  preset_locals(tpl_.root_locals);
   std::string out;
   out_ = &out;
   exec_body(tpl_.body);
@@ -99,6 +100,10 @@ std::shared_ptr<Frame> child_of(const std::shared_ptr<Frame>& parent) {
 }
 }  // namespace
 
+void Interpreter::preset_locals(const std::vector<std::string>& names) {
+  for (const auto& n : names) frame_->set(n, Value::undefined("'" + n + "' is undefined"));
+}
+
 Value Interpreter::make_macro(const Stmt& s) {
   std::shared_ptr<Frame> closure = frame_;
   const Stmt* def = &s;
@@ -112,6 +117,7 @@ Value Interpreter::make_macro(const Stmt& s) {
       ~Depth() { --d; }
     } depth{in.call_depth_};
     FrameScope scope(in.frame_, child_of(closure));
+    in.preset_locals(def->body_locals);
     std::vector<bool> used_kw(args.kw.size(), false);
     for (size_t k = 0; k < def->params.size(); ++k) {
       const MacroParam& p = def->params[k];
@@ -223,6 +229,7 @@ Interpreter::Flow Interpreter::exec(const Stmt& s) {
       const Stmt* body_owner = &s;
       Value caller = Value::function("caller", [closure, body_owner](Interpreter& in, CallArgs& a) {
         FrameScope scope(in.frame_, child_of(closure));
+        in.preset_locals(body_owner->body_locals);
         for (size_t k = 0; k < body_owner->params.size(); ++k) {
           const MacroParam& p = body_owner->params[k];
           const Value* v = k < a.pos.size() ? &a.pos[k] : a.get(SIZE_MAX, p.name);
@@ -243,12 +250,17 @@ Interpreter::Flow Interpreter::exec(const Stmt& s) {
     }
     case Stmt::Kind::With: {
       FrameScope scope(frame_, child_of(frame_));
+      preset_locals(s.body_locals);
       for (const auto& [t, e] : s.assigns) assign(t, eval(*e), s.line);
       return exec_body(s.body);
     }
     case Stmt::Kind::Break: return Flow::Break;
     case Stmt::Kind::Continue: return Flow::Continue;
-    case Stmt::Kind::Scope: return exec_body(s.body);
+    case Stmt::Kind::Scope: {  // {% generation %} is a call block: its own frame
+      FrameScope scope(frame_, child_of(frame_));
+      preset_locals(s.body_locals);
+      return exec_body(s.body);
+    }
   }
   return Flow::Normal;
 }
@@ -256,17 +268,20 @@ Interpreter::Flow Interpreter::exec(const Stmt& s) {
 void Interpreter::exec_for(const Stmt& s, const Value& iterable, int depth) {
   std::vector<Value> items = iterate(iterable, s.line);
   std::shared_ptr<Frame> outer = frame_;
+  // Each iteration is a fresh frame: jinja2 re-resolves the body's names every time round.
   FrameScope scope(frame_, child_of(outer));
   if (s.cond) {
     std::vector<Value> kept;
     for (auto& item : items) {
       charge(1, s.line);
+      frame_ = child_of(outer);
       assign(s.target, item, s.line);
       if (truthy(eval(*s.cond))) kept.push_back(std::move(item));
     }
     items = std::move(kept);
   }
   if (items.empty()) {
+    frame_ = child_of(outer);
     exec_body(s.else_body);
     return;
   }
@@ -316,6 +331,8 @@ void Interpreter::exec_for(const Stmt& s, const Value& iterable, int depth) {
         return Value::string(std::move(buf));
       };
     }
+    frame_ = child_of(outer);
+    preset_locals(s.body_locals);
     frame_->set("loop", loop);
     assign(s.target, items[static_cast<size_t>(k)], s.line);
     if (exec_body(s.body) == Flow::Break) break;

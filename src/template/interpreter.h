@@ -40,6 +40,8 @@ class Interpreter {
   // a dict its keys, Undefined nothing.
   std::vector<Value> iterate(const Value& v, int line);
   void charge(uint64_t steps, int line);
+  // Starts the current frame's undefined-until-assigned locals (jinja2 scoping).
+  void preset_locals(const std::vector<std::string>& names);
 
   template <typename... Args>
   [[noreturn]] void error(int line, Args&&... args) {

@@ -768,6 +768,7 @@ void check_body_names(const Body& body, bool soft) {
 std::unique_ptr<Template> parse_template(const std::string& source) {
   auto tpl = Parser(lex(source)).run();
   check_body_names(tpl->body, false);
+  analyze_scopes(*tpl);
   return tpl;
 }
 

@@ -5,11 +5,13 @@ prompt's bytes; these templates mix them with text full of spaces, tabs and
 newlines, comments, raw blocks, loops and conditionals. Deterministic seed.
 """
 import json
+import os
 import random
 import subprocess
 
 from chat_template_cases import compile_reference
 
+COUNT = int(os.environ.get("INGOT_TEMPLATE_FUZZ_COUNT", "150"))
 TEXTS = ["", " ", "  ", "\n", "\t", " \n ", "a", "b c", "\n\n", "x\n  ", "  \t\n", "\n  y", "é ", " 🎉\n"]
 
 
@@ -40,7 +42,9 @@ def _node(rng, depth):
         return out + _block(rng, "endif")
     if r < 0.93:
         return _block(rng, "for i in items") + _nodes(rng, depth + 1) + _block(rng, "endfor")
-    return _block(rng, "set v = 'w'") + rng.choice(TEXTS)
+    if r < 0.96:
+        return _block(rng, rng.choice(["set v = 'w'", "set v = v ~ 'x'", "set n = n + 1"])) + rng.choice(TEXTS)
+    return _block(rng, "macro m(a=1)") + _nodes(rng, depth + 1) + _block(rng, "endmacro") + "{{ m() }}"
 
 
 def _nodes(rng, depth):
@@ -48,10 +52,10 @@ def _nodes(rng, depth):
 
 
 def test_whitespace_control_matches_jinja2(ingot_bin, tmp_path):
-    rng = random.Random(20240601)
+    rng = random.Random(int(os.environ.get("INGOT_TEMPLATE_FUZZ_SEED", "20240601")))
     context = {"v": "V", "n": 2, "c": True, "items": [1, 2], "messages": []}
     checked = 0
-    for k in range(150):
+    for k in range(COUNT):
         source = rng.choice(TEXTS) + _nodes(rng, 0) + rng.choice(["", "\n", " \n"])
         context["c"] = rng.random() < 0.5
         expected = compile_reference(source).render(**context)
@@ -63,4 +67,4 @@ def test_whitespace_control_matches_jinja2(ingot_bin, tmp_path):
         assert got.returncode == 0, f"template {source!r}: {got.stderr.decode()}"
         assert got.stdout.decode() == expected, f"template {source!r}\nexpected {expected!r}\ngot {got.stdout.decode()!r}"
         checked += 1
-    assert checked == 150
+    assert checked == COUNT

@@ -115,6 +115,17 @@ b' | indent(2, true) }})J", R"J({})J", R"J(a
     {R"J({% for item in tree recursive %}[{{ item.name }}{% if item.children %}{{ loop(item.children) }}{% endif %}]{% endfor %})J", R"J({"tree": [{"name": "a", "children": [{"name": "b"}]}, {"name": "c"}]})J", R"J([a[b]][c])J"},
     {R"J({% generation %}gen{% endgeneration %})J", R"J({})J", R"J(gen)J"},
     {R"J({{ 'a,b'.split(',', 1) }} {{ 'a b c'.rsplit(' ', 1) }} {{ 'x'.join(['1','2']) }} {{ 'abc'.find('c') }} {{ 'a\nb'.splitlines() }})J", R"J({})J", R"J(['a', 'b'] ['a b', 'c'] 1x2 2 ['a', 'b'])J"},
+    {R"J({% for i in items %}[{{ v }}]{% set v = 1 %}{% endfor %})J", R"J({"v": "V", "items": [1, 2]})J", R"J([V][V])J"},
+    {R"J({% for i in items %}[{{ v }}]{% endfor %}{% set v = 1 %})J", R"J({"v": "V", "items": [1, 2]})J", R"J([][])J"},
+    {R"J({% macro m() %}[{{ v }}]{% endmacro %}{{ m() }}{% set v = 1 %}{{ m() }})J", R"J({"v": "V"})J", R"J([][1])J"},
+    {R"J({% for i in items %}[{{ v }}]{% endfor %}{% if c %}{% set v = 1 %}{% endif %})J", R"J({"v": "V", "items": [1, 2], "c": true})J", R"J([V][V])J"},
+    {R"J({{ 'a' | safe + '<b>' }} {{ '<i>' | escape }} {{ '<' ~ ('x' | safe) }})J", R"J({})J", R"J(a&lt;b&gt; &lt;i&gt; <x)J"},
+    {R"J({{ [1] | map('string') | tojson }})J", R"J({})J", std::nullopt},
+    {R"J({% if false %}{{ x | nofilter }}{% endif %}ok)J", R"J({})J", R"J(ok)J"},
+    {R"J({{ x | nofilter }})J", R"J({})J", std::nullopt},
+    {R"J({{ none | selectattr('a') | list }} {{ none | map('upper') | list }})J", R"J({})J", R"J([] [])J"},
+    {R"J({{ messages | selectattr('role', 'equalto', 'system') | list | length }})J", R"J({"messages": [{"role": "system"}]})J", R"J(1)J"},
+    {R"J({{ (messages | selectattr('role', 'equalto', 'x')) is iterable }}{% if messages | selectattr('role', 'equalto', 'x') %}T{% endif %})J", R"J({"messages": []})J", R"J(TrueT)J"},
 };
 
 std::string render(const std::string& source, const std::string& context) {

@@ -42,6 +42,7 @@ struct Expr {
   };
   Kind kind;
   int line = 0;
+  int depth = 1;  // height of this subtree; bounded so evaluation cannot exhaust the stack
   Value value;
   std::string name;  // Name / Getattr / Filter / Test / Binary op
   ExprPtr a, b, c;

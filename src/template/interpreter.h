@@ -17,7 +17,7 @@ namespace ingot::tmpl {
 struct Limits {
   size_t max_output_bytes = 64u << 20;
   uint64_t max_steps = 5'000'000;  // loop iterations + calls + output pieces
-  int max_call_depth = 100;
+  int max_call_depth = 50;
 };
 
 struct Frame {

@@ -1,4 +1,5 @@
 // Recursive-descent parser with jinja2's grammar and operator precedence.
+#include <algorithm>
 #include <cstdlib>
 #include <set>
 
@@ -12,6 +13,7 @@ namespace ingot::tmpl {
 namespace {
 
 constexpr int kMaxNesting = 200;
+constexpr int kMaxExprDepth = 128;
 
 class Parser {
  public:
@@ -77,6 +79,17 @@ class Parser {
     ~Nest() { --p_.depth_; }
     Parser& p_;
   };
+  // Records the subtree height of a finished node (children are sealed first).
+  ExprPtr seal(ExprPtr e) {
+    int d = 0;
+    for (const Expr* c : {e->a.get(), e->b.get(), e->c.get()})
+      if (c) d = std::max(d, c->depth);
+    for (const auto& x : e->args) d = std::max(d, x->depth);
+    for (const auto& kv : e->kwargs) d = std::max(d, kv.second->depth);
+    e->depth = d + 1;
+    if (e->depth > kMaxExprDepth) error("expression is nested too deeply");
+    return e;
+  }
   ExprPtr node(Expr::Kind k, int line) {
     auto e = std::make_unique<Expr>();
     e->kind = k;
@@ -368,7 +381,7 @@ class Parser {
       e->a = std::move(expr1);
       e->b = std::move(cond);
       e->c = std::move(other);
-      expr1 = std::move(e);
+      expr1 = seal(std::move(e));
     }
     return expr1;
   }
@@ -378,7 +391,7 @@ class Parser {
     e->a = std::move(a);
     e->b = std::move(b);
     e->name = std::move(op);
-    return e;
+    return seal(std::move(e));
   }
 
   ExprPtr parse_or() {
@@ -408,7 +421,7 @@ class Parser {
       next();
       auto e = node(Expr::Kind::Not, line);
       e->a = parse_not();
-      return e;
+      return seal(std::move(e));
     }
     return parse_compare();
   }
@@ -441,7 +454,7 @@ class Parser {
     e->args.push_back(std::move(first));
     for (auto& a : args) e->args.push_back(std::move(a));
     e->ops = std::move(ops);
-    return e;
+    return seal(std::move(e));
   }
 
   ExprPtr parse_math1() {
@@ -462,7 +475,7 @@ class Parser {
     auto e = node(Expr::Kind::Concat, line);
     e->args.push_back(std::move(first));
     while (skip_op("~")) e->args.push_back(parse_math2());
-    return e;
+    return seal(std::move(e));
   }
 
   ExprPtr parse_math2() {
@@ -495,6 +508,7 @@ class Parser {
       next();
       e = node(neg ? Expr::Kind::Neg : Expr::Kind::Pos, line);
       e->a = parse_unary(false);
+      e = seal(std::move(e));
     } else {
       e = parse_primary();
     }
@@ -560,7 +574,7 @@ class Parser {
         e->args.push_back(parse_expression(true));
       }
       expect_op("]");
-      return e;
+      return seal(std::move(e));
     }
     if (tk.type == Tok::Op && tk.value == "{") {
       next();
@@ -573,7 +587,7 @@ class Parser {
         e->args.push_back(parse_expression(true));
       }
       expect_op("}");
-      return e;
+      return seal(std::move(e));
     }
     error("unexpected " + describe(tk));
   }
@@ -581,9 +595,9 @@ class Parser {
   ExprPtr parse_postfix(ExprPtr e) {
     while (true) {
       if (is_op(".") || is_op("[")) {
-        e = parse_subscript(std::move(e));
+        e = seal(parse_subscript(std::move(e)));
       } else if (is_op("(")) {
-        e = parse_call(std::move(e));
+        e = seal(parse_call(std::move(e)));
       } else {
         return e;
       }
@@ -593,8 +607,8 @@ class Parser {
   ExprPtr parse_filter_expr(ExprPtr e) {
     while (true) {
       if (is_op("|")) e = parse_filter(std::move(e), false);
-      else if (is_name("is")) e = parse_test(std::move(e));
-      else if (is_op("(")) e = parse_call(std::move(e));
+      else if (is_name("is")) e = seal(parse_test(std::move(e)));
+      else if (is_op("(")) e = seal(parse_call(std::move(e)));
       else return e;
     }
   }
@@ -694,7 +708,7 @@ class Parser {
       e->a = std::move(input);
       e->name = name;
       if (is_op("(")) parse_call_args(*e);
-      input = std::move(e);
+      input = seal(std::move(e));
     }
     return input;
   }

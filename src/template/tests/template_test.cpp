@@ -191,6 +191,15 @@ TEST(Template, DeepRecursionIsBounded) {
   EXPECT_THROW(render("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "{}"), Error);
   EXPECT_THROW(render("{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}", "{}"), Error);
   EXPECT_THROW(render("{{ " + std::string(5000, '[') + std::string(5000, ']') + " }}", "{}"), Error);
+  std::string filters, sums, attrs;
+  for (int k = 0; k < 100000; ++k) {
+    filters += "|trim";
+    sums += " + 1";
+    attrs += ".b";
+  }
+  EXPECT_THROW(render("{{ 'x'" + filters + " }}", "{}"), Error);
+  EXPECT_THROW(render("{{ 1" + sums + " }}", "{}"), Error);
+  EXPECT_THROW(render("{{ a" + attrs + " }}", "{}"), Error);
   std::string nested;
   for (int k = 0; k < 500; ++k) nested += "{% if true %}";
   EXPECT_THROW(render(nested, "{}"), Error);

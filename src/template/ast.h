@@ -93,7 +93,7 @@ struct Stmt {
   std::vector<MacroParam> params;
   std::vector<std::pair<Target, ExprPtr>> assigns;
   // Names this statement's body frame assigns before ever reading them:
-  // jinja2 makes them frame locals that start undefined (see scoping.cpp).
+  // jinja2 makes them frame locals that start undefined (see analysis.cpp).
   std::vector<std::string> body_locals;
 };
 
@@ -102,6 +102,8 @@ struct Template {
   std::vector<std::string> root_locals;
 };
 
+// Throws Error(BadFormat) for a filter or test jinja2 would reject at compile time.
+void check_names(const Template& tpl);
 // Fills Stmt::body_locals / Template::root_locals (jinja2's symbol analysis).
 void analyze_scopes(Template& tpl);
 

@@ -1,5 +1,6 @@
-// jinja2's frame-local analysis, reproduced because it is observable: in each
-// frame (the template root, a for-loop iteration, a macro or caller body) a
+// Checks jinja2 makes on a parsed template at compile time: unknown filter
+// and test names, and its frame-local analysis, reproduced because it is
+// observable: in each frame (the template root, a for-loop iteration, a macro or caller body) a
 // name whose first reference in that frame's own statements is an
 // unconditional assignment is a local that starts undefined. Loops and macros
 // that run before the assignment then see it undefined, not the context's
@@ -9,6 +10,8 @@
 #include <map>
 
 #include "template/ast.h"
+#include "template/builtins.h"
+#include "util/error.h"
 
 namespace ingot::tmpl {
 
@@ -112,7 +115,44 @@ void analyze_body(Body& body) {
   for (auto& s : body) analyze_stmt(*s);
 }
 
+// jinja2 rejects an unknown filter or test at compile time, except inside an
+// {% if %} or a conditional expression, where it fails only when reached.
+void check_expr_names(const Expr* e, bool soft) {
+  if (!e) return;
+  if (e->kind == Expr::Kind::CondExpr) soft = true;
+  if (!soft && e->kind == Expr::Kind::Filter && !has_filter(e->name))
+    fail(ErrorKind::BadFormat, "chat template syntax error at line ", e->line, ": no filter named '", e->name, "'");
+  if (!soft && e->kind == Expr::Kind::Test && !has_test(e->name))
+    fail(ErrorKind::BadFormat, "chat template syntax error at line ", e->line, ": no test named '", e->name, "'");
+  check_expr_names(e->a.get(), soft);
+  check_expr_names(e->b.get(), soft);
+  check_expr_names(e->c.get(), soft);
+  for (const auto& x : e->args) check_expr_names(x.get(), soft);
+  for (const auto& kv : e->kwargs) check_expr_names(kv.second.get(), soft);
+}
+
+void check_body_names(const Body& body, bool soft);
+
+void check_stmt_names(const Stmt& s, bool soft) {
+  if (s.kind == Stmt::Kind::If) soft = true;
+  check_expr_names(s.expr.get(), soft);
+  check_expr_names(s.cond.get(), soft);
+  for (const auto& c : s.conds) check_expr_names(c.get(), soft);
+  for (const auto& b : s.bodies) check_body_names(b, soft);
+  for (const auto& p : s.params) check_expr_names(p.default_value.get(), soft);
+  for (const auto& a : s.assigns) check_expr_names(a.second.get(), soft);
+  check_body_names(s.body, soft);
+  check_body_names(s.else_body, soft);
+}
+
+void check_body_names(const Body& body, bool soft) {
+  for (const auto& s : body) check_stmt_names(*s, soft);
+}
+
+
 }  // namespace
+
+void check_names(const Template& tpl) { check_body_names(tpl.body, false); }
 
 void analyze_scopes(Template& tpl) {
   tpl.root_locals = locals_of(tpl.body);

@@ -25,6 +25,11 @@ void Frame::set(const std::string& name, Value v) {
 
 Interpreter::Interpreter(const Template& tpl, Limits limits) : tpl_(tpl), limits_(limits) {}
 
+Interpreter::~Interpreter() {
+  for (auto& f : closures_) f->vars.clear();
+  for (auto& d : namespaces_) d->items.clear();
+}
+
 std::string Interpreter::render(const Value& context) {
   Value globals = Value::new_dict();
   add_globals(globals);
@@ -106,6 +111,7 @@ void Interpreter::preset_locals(const std::vector<std::string>& names) {
 
 Value Interpreter::make_macro(const Stmt& s) {
   std::shared_ptr<Frame> closure = frame_;
+  closures_.push_back(closure);
   const Stmt* def = &s;
   return Value::function(s.name, [def, closure](Interpreter& in, CallArgs& args) {
     if (++in.call_depth_ > in.limits_.max_call_depth) {
@@ -226,6 +232,7 @@ Interpreter::Flow Interpreter::exec(const Stmt& s) {
       for (const auto& [k, a] : call_expr.kwargs) args.kw.emplace_back(k, eval(*a));
       // The caller is a macro over the call block's body, closing over this scope.
       std::shared_ptr<Frame> closure = frame_;
+      closures_.push_back(closure);
       const Stmt* body_owner = &s;
       Value caller = Value::function("caller", [closure, body_owner](Interpreter& in, CallArgs& a) {
         FrameScope scope(in.frame_, child_of(closure));

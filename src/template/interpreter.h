@@ -30,7 +30,13 @@ struct Frame {
 class Interpreter {
  public:
   Interpreter(const Template& tpl, Limits limits = {});
+  ~Interpreter();
+  Interpreter(const Interpreter&) = delete;
+  Interpreter& operator=(const Interpreter&) = delete;
   std::string render(const Value& context);
+  // Namespaces can hold themselves; they are emptied when rendering ends so
+  // that reference cycles are not leaked.
+  void track_namespace(const Value& ns) { namespaces_.push_back(ns.dict); }
 
   Value eval(const Expr& e);
   Value call(const Value& callee, CallArgs& args, int line);
@@ -68,6 +74,10 @@ class Interpreter {
   Limits limits_;
   std::shared_ptr<Frame> frame_;
   std::string* out_ = nullptr;
+  // Frames captured by macros: a frame holds its macro and the macro holds the
+  // frame, so these are cleared when rendering ends.
+  std::vector<std::shared_ptr<Frame>> closures_;
+  std::vector<std::shared_ptr<DictObj>> namespaces_;
   uint64_t steps_ = 0;
   int call_depth_ = 0;
 };

@@ -533,7 +533,9 @@ void add_globals(Value& g) {
     return make_dict(in, a, DictObj::Kind::Dict);
   }));
   d.set("namespace", Value::function("namespace", [make_dict](Interpreter& in, CallArgs& a) {
-    return make_dict(in, a, DictObj::Kind::Namespace);
+    Value ns = make_dict(in, a, DictObj::Kind::Namespace);
+    in.track_namespace(ns);
+    return ns;
   }));
   d.set("joiner", Value::function("joiner", [](Interpreter&, CallArgs& a) {
     std::string sep = a.pos.empty() ? ", " : py_str(a.pos[0]);

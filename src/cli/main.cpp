@@ -44,6 +44,7 @@ int run(int argc, char** argv) {
   register_transcribe(app);
   register_fit(app);
   register_tokenize(app);
+  register_chat_template(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

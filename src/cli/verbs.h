@@ -18,6 +18,7 @@ void register_generate(CLI::App& app);
 void register_transcribe(CLI::App& app);
 void register_fit(CLI::App& app);
 void register_tokenize(CLI::App& app);
+void register_chat_template(CLI::App& app);
 
 // Shared flag helpers.
 struct ModelFlags {

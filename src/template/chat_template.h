@@ -18,6 +18,10 @@ class ChatTemplate {
   // add_generation_prompt, bos_token, ...). raise_exception() in the
   // template throws Error(InvalidArgument) carrying its message.
   virtual std::string render(const nlohmann::json& context) const = 0;
+  // The same with key order kept: tojson of tool schemas prints keys in the
+  // order the request gave them, as Python's dicts do. Prefer this overload
+  // for request data (nlohmann::json sorts object keys).
+  virtual std::string render(const nlohmann::ordered_json& context) const = 0;
 };
 
 }  // namespace ingot

@@ -7,6 +7,8 @@
 #include "cli/verbs.h"
 #include "io/config.h"
 #include "ops/ops.h"
+#include "template/chat_template.h"
+#include "template/loader.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/strings.h"
@@ -21,16 +23,34 @@ struct GenerateFlags {
   std::string prompt;
   int max_tokens = 64;
   bool ignore_eos = false;
+  bool chat = false;
+  std::string system;
 };
+
+// The prompt as the model's chat template renders one user turn (plus an
+// optional system turn), ready for the assistant's reply.
+std::string chat_prompt(const std::string& dir, const std::string& user, const std::string& system) {
+  ChatTemplateFiles files = load_chat_template_files(dir);
+  auto tmpl = ChatTemplate::compile(select_chat_template(files, "", false, dir));
+  nlohmann::ordered_json req = nlohmann::ordered_json::object();
+  req["messages"] = nlohmann::ordered_json::array();
+  if (!system.empty()) req["messages"].push_back({{"role", "system"}, {"content", system}});
+  req["messages"].push_back({{"role", "user"}, {"content", user}});
+  req["add_generation_prompt"] = true;
+  return tmpl->render(chat_template_context(files, req));
+}
 
 int run_generate(const GenerateFlags& f) {
   if (f.prompt.empty() == f.prompt_ids.empty()) fail(ErrorKind::InvalidArgument, "give one of --prompt or --prompt-ids");
+  if (f.chat && f.prompt.empty()) fail(ErrorKind::InvalidArgument, "--chat needs --prompt TEXT");
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<Tokenizer::Stream> text_out;
   std::vector<int32_t> prompt;
   if (!f.prompt.empty()) {
     tokenizer = Tokenizer::from_dir(f.model.model);
-    prompt = tokenizer->encode(f.prompt, true);
+    // A rendered chat template already holds its special tokens.
+    prompt = f.chat ? tokenizer->encode(chat_prompt(f.model.model, f.prompt, f.system), false)
+                    : tokenizer->encode(f.prompt, true);
     text_out = tokenizer->stream(true);
   } else {
     prompt = parse_int_list(f.prompt_ids, "--prompt-ids");
@@ -73,6 +93,8 @@ void register_generate(CLI::App& app) {
   sub->add_option("--prompt", f->prompt, "prompt text (uses the model directory's tokenizer)");
   sub->add_option("--max-tokens", f->max_tokens, "tokens to generate")->capture_default_str();
   sub->add_flag("--ignore-eos", f->ignore_eos, "keep going past end-of-sequence tokens");
+  sub->add_flag("--chat", f->chat, "wrap --prompt in the model's chat template as a user turn");
+  sub->add_option("--system", f->system, "system prompt for --chat");
 }
 
 }  // namespace ingot::cli

@@ -41,6 +41,9 @@ int run(int argc, char** argv) {
   app.require_subcommand(1);
   register_logits(app);
   register_generate(app);
+#ifdef INGOT_HAVE_SERVE
+  register_serve(app);
+#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

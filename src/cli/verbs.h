@@ -15,6 +15,7 @@ CLI::App* add_verb(CLI::App& app, const std::string& name, const std::string& he
 
 void register_logits(CLI::App& app);
 void register_generate(CLI::App& app);
+void register_serve(CLI::App& app);
 
 // Shared flag helpers.
 struct ModelFlags {

@@ -42,7 +42,12 @@ bool endpoint_of(int fd, bool peer, std::string* addr, int* port) {
 // The connection's socket, found by its TCP endpoints (the HTTP library does
 // not expose it), so a handler can notice that its client hung up while it
 // waits on the engine. -1 when not found.
-int connection_fd(const httplib::Request& r) {
+struct Endpoints {
+  std::string remote_addr;
+  int remote_port = -1, local_port = -1;
+};
+
+int connection_fd(const Endpoints& r) {
   DIR* d = ::opendir("/proc/self/fd");
   if (!d) return -1;
   int found = -1;
@@ -102,8 +107,9 @@ HttpRequest to_request(const httplib::Request& r) {
   }
   // Found on first use: most routes never ask.
   auto fd = std::make_shared<int>(-2);
-  out.client_gone = [fd, &r] {
-    if (*fd == -2) *fd = connection_fd(r);
+  Endpoints ep{r.remote_addr, r.remote_port, r.local_port};
+  out.client_gone = [fd, ep] {
+    if (*fd == -2) *fd = connection_fd(ep);
     return peer_closed(*fd);
   };
   return out;

@@ -110,8 +110,12 @@ class FakeHandle : public engine::RequestHandle {
     }
     return true;
   }
+  // Like the engine, a cancel frees the request's resources right away.
   void cancel() override {
-    if (!cancel_.exchange(true) && !done_) st_->cancelled++;
+    if (!cancel_.exchange(true) && !done_) {
+      st_->cancelled++;
+      release();
+    }
   }
 
  private:

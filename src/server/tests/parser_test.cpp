@@ -12,14 +12,18 @@ using json = nlohmann::json;
 
 // Feeds `text` in pieces of `step` bytes (0: one piece) and merges the deltas;
 // also checks that no delta's content contains a fragment of markup.
-ParsedDelta run(ToolFormat f, bool think, const std::string& text, size_t step, bool opens = false) {
+ParsedDelta run(ToolFormat f, bool think, const std::string& text, size_t step, bool opens = false,
+                bool check_leaks = true) {
   OutputParser p(f, think, opens);
   ParsedDelta all;
   if (step == 0) step = text.size();
   for (size_t i = 0; i < text.size(); i += step) {
     ParsedDelta d = p.push(text.substr(i, step));
-    for (const char* frag : {"<tool_call", "</tool_call", "[TOOL_CALLS", "<think", "</think", "<|python_tag"})
-      EXPECT_EQ(d.content.find(frag), std::string::npos) << "markup leaked: " << d.content;
+    if (check_leaks) {
+      for (const char* frag : {"<tool_call", "</tool_call", "[TOOL_CALLS", "<think", "</think", "<|python_tag"}) {
+        EXPECT_EQ(d.content.find(frag), std::string::npos) << "markup leaked: " << d.content;
+      }
+    }
     all.append(std::move(d));
   }
   all.append(p.finish());
@@ -62,13 +66,13 @@ TEST(OutputParser, HermesUnclosedCallAtEndStillParses) {
 }
 
 TEST(OutputParser, MalformedHermesCallBecomesContent) {
-  ParsedDelta d = run(ToolFormat::Hermes, false, "<tool_call>{not json}</tool_call>", 0);
+  ParsedDelta d = run(ToolFormat::Hermes, false, "<tool_call>{not json}</tool_call>", 0, false, false);
   EXPECT_TRUE(d.tool_calls.empty());
   EXPECT_EQ(d.content, "<tool_call>{not json}</tool_call>");
 }
 
 TEST(OutputParser, ToolsOffLeavesMarkupAsContent) {
-  ParsedDelta d = run(ToolFormat::None, false, "<tool_call>{\"name\": \"f\"}</tool_call>", 0);
+  ParsedDelta d = run(ToolFormat::None, false, "<tool_call>{\"name\": \"f\"}</tool_call>", 0, false, false);
   EXPECT_TRUE(d.tool_calls.empty());
   EXPECT_EQ(d.content, "<tool_call>{\"name\": \"f\"}</tool_call>");
 }

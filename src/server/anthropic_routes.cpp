@@ -172,7 +172,7 @@ HttpResponse anthropic_messages(Service& svc, const HttpRequest& req) {
       };
       auto emit = [&](ParsedDelta d) {
         if (!d.reasoning.empty()) {
-          if (!open_block("thinking", {{"type", "thinking"}, {"thinking", ""}})) return false;
+          if (!open_block("thinking", {{"type", "thinking"}, {"thinking", ""}, {"signature", ""}})) return false;
           if (!send("content_block_delta", {{"type", "content_block_delta"}, {"index", index},
                                             {"delta", {{"type", "thinking_delta"}, {"thinking", d.reasoning}}}}))
             return false;

@@ -275,6 +275,9 @@ bool OutputParser::start_state(ParsedDelta& out, bool final) {
     openers.push_back({"[", State::ToolTail});
     openers.push_back({kPythonTag, State::ToolTail});
   }
+  // The engine's text skips special tokens, so [TOOL_CALLS] may be gone and
+  // only its JSON array left.
+  if (tools_ == ToolFormat::Mistral) openers.push_back({"[{", State::ToolTail});
   if (tools_ == ToolFormat::Gemma) {
     openers.push_back({kFenceTool, State::ToolTail});
     openers.push_back({kFenceJson, State::ToolTail});

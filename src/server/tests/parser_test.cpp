@@ -141,6 +141,9 @@ TEST(OutputParser, MistralFormats) {
     EXPECT_EQ(v3.tool_calls[0].name, "add");
     EXPECT_EQ(args(v3.tool_calls[0])["b"], 2);
     EXPECT_EQ(v3.content, "");
+    ParsedDelta bare = run(ToolFormat::Mistral, false, "[{\"name\": \"add\", \"arguments\": {\"a\": 1}}]", step);
+    ASSERT_EQ(bare.tool_calls.size(), 1u);  // the marker was a skipped special token
+    EXPECT_EQ(bare.content, "");
     ParsedDelta v11 = run(ToolFormat::Mistral, false, "Sure.[TOOL_CALLS]add[ARGS]{\"a\": 3}[TOOL_CALLS]neg[ARGS]{\"x\": 1}", step);
     ASSERT_EQ(v11.tool_calls.size(), 2u);
     EXPECT_EQ(v11.content, "Sure.");

@@ -63,18 +63,23 @@ HttpRun http_stream(int port, int i, int64_t tokens) {
   HttpRun r;
   auto t0 = Clock::now();
   std::string buf;
-  cli.Post("/v1/completions", httplib::Headers{}, body.dump(), "application/json",
-           [&](const char* data, size_t n) {
-             buf.append(data, n);
-             size_t pos;
-             while ((pos = buf.find("\n\n")) != std::string::npos) {
-               std::string ev = buf.substr(0, pos);
-               buf.erase(0, pos + 2);
-               if (ev.rfind("data: {", 0) != 0) continue;
-               if (r.chunks++ == 0) r.ttft = secs(Clock::now() - t0);
-             }
-             return true;
-           });
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.headers = {{"Content-Type", "application/json"}};
+  req.body = body.dump();
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    buf.append(data, n);
+    size_t pos;
+    while ((pos = buf.find("\n\n")) != std::string::npos) {
+      std::string ev = buf.substr(0, pos);
+      buf.erase(0, pos + 2);
+      if (ev.rfind("data: {", 0) != 0) continue;
+      if (r.chunks++ == 0) r.ttft = secs(Clock::now() - t0);
+    }
+    return true;
+  };
+  cli.send(req);
   r.total = secs(Clock::now() - t0);
   return r;
 }

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "cli/model_setup.h"
 #include "cli/verbs.h"
@@ -147,6 +148,14 @@ int run_serve(const ServeFlags& f) {
   std::signal(SIGPIPE, SIG_IGN);
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
+  // Idle keep-alive connections can hold HTTP workers for a read timeout;
+  // a stop request ends the process within a bounded time regardless.
+  std::thread([] {
+    while (!g_stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    std::fflush(stdout);
+    std::_Exit(0);
+  }).detach();
   bool bound = server::serve_http(router, svc, [&](int port) {
     std::printf("ingot: serving %s at http://%s:%d (OpenAI /v1/chat/completions, Anthropic /v1/messages)\n",
                 so.model_id.c_str(), f.host.c_str(), port);

@@ -11,7 +11,7 @@ def client(server):
 
 
 def test_messages_plain(client):
-    r = client.messages.create(model="default", max_tokens=8, system="Be brief.", messages=MSG, temperature=0)
+    r = client.messages.create(model="default", max_tokens=8, system="Be brief.", messages=MSG)
     assert r.type == "message" and r.role == "assistant"
     assert r.stop_reason in ("end_turn", "max_tokens", "stop_sequence")
     assert r.usage.input_tokens > 0 and 0 < r.usage.output_tokens <= 8
@@ -19,10 +19,10 @@ def test_messages_plain(client):
 
 
 def test_messages_stream_matches_plain(client):
-    plain = client.messages.create(model="default", max_tokens=10, messages=MSG, temperature=0)
+    plain = client.messages.create(model="default", max_tokens=10, messages=MSG)
     plain_text = "".join(b.text for b in plain.content if b.type == "text")
     kinds = []
-    with client.messages.stream(model="default", max_tokens=10, messages=MSG, temperature=0) as s:
+    with client.messages.stream(model="default", max_tokens=10, messages=MSG) as s:
         for event in s:
             kinds.append(event.type)
         final = s.get_final_message()

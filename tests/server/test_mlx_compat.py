@@ -67,8 +67,9 @@ def test_chat_fields_finish_and_usage_agree(server, mlx_server):
     assert ours["choices"][0]["finish_reason"] == ref["choices"][0]["finish_reason"]
     assert ours["usage"]["prompt_tokens"] == ref["usage"]["prompt_tokens"]
     assert ours["usage"]["completion_tokens"] == ref["usage"]["completion_tokens"]
-    # Same weights, same greedy rule: the same text.
-    assert ours["choices"][0]["message"]["content"] == ref["choices"][0]["message"]["content"]
+    # Same weights, same greedy rule: the same text (mlx_lm's BPE detokenizer drops the
+    # first token's leading space; Hugging Face's decode, which ingot follows, keeps it).
+    assert ours["choices"][0]["message"]["content"].lstrip(" ") == ref["choices"][0]["message"]["content"]
 
 
 def test_completion_fields_agree(server, mlx_server):

@@ -3,7 +3,7 @@
 //  2. streamed tok/s of the same greedy requests in-process (engine handles)
 //     and through HTTP (SSE /v1/completions), one client at a time;
 //  3. TTFT through HTTP at 1 / 8 / 64 concurrent streaming clients.
-// Usage: server_bench MODEL_DIR [TOKENS_PER_REQUEST=64] [REQUESTS=8]
+// Usage: server_bench MODEL_DIR [TOKENS_PER_REQUEST=64] [REQUESTS=8] [KV=paged]
 #include <httplib.h>
 
 #include <algorithm>
@@ -88,17 +88,19 @@ HttpRun http_stream(int port, int i, int64_t tokens) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: server_bench MODEL_DIR [TOKENS=64] [REQUESTS=8]\n");
+    std::fprintf(stderr, "usage: server_bench MODEL_DIR [TOKENS=64] [REQUESTS=8] [KV=paged]\n");
     return 2;
   }
   const std::string dir = argv[1];
   const int64_t tokens = argc > 2 ? std::atoll(argv[2]) : 64;
   const int requests = argc > 3 ? std::atoi(argv[3]) : 8;
+  const std::string kv = argc > 4 ? argv[4] : "paged";
   runtime::init_backends();
   auto t_start = Clock::now();
   auto tok = Tokenizer::from_dir(dir);
   auto model = load_model(dir);
   engine::EngineOptions eo;
+  eo.kv = kv;
   auto eng = engine::start_engine(*model, eo, std::make_shared<Decoder>(*tok), {});
   server::ServeOptions so;
   so.port = 0;

@@ -132,7 +132,7 @@ HttpResponse responses(Service& svc, const HttpRequest& req) {
 
   if (stream) {
     auto gone = req.client_gone;
-    return sse_response([gen, id, msg_id, created, model, finish, gone](StreamSink& sink) {
+    return sse_response([gen, id, msg_id, created, model, finish, gone, fmt, thinks, opens](StreamSink& sink) {
       int seq = 0;
       auto send = [&](const char* type, json data) {
         data["type"] = type;
@@ -147,19 +147,25 @@ HttpResponse responses(Service& svc, const HttpRequest& req) {
           !send("response.content_part.added", {{"item_id", msg_id}, {"output_index", 0}, {"content_index", 0},
                                                 {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", json::array()}}}}))
         return;
-      // Text deltas stream raw; tool calls and reasoning are resolved in the final response.
+      // Only content streams as text deltas; reasoning and tool calls are items of the final response.
+      OutputParser parser(fmt, thinks, opens);
+      std::string text;
+      auto delta = [&](const std::string& d) {
+        if (d.empty()) return true;
+        text += d;
+        return send("response.output_text.delta",
+                    {{"item_id", msg_id}, {"output_index", 0}, {"content_index", 0}, {"delta", d}, {"logprobs", json::array()}});
+      };
       bool ok = gen->run(
           [&](size_t, const engine::Chunk& c) {
-            std::string text;
-            for (const auto& t : c.tokens) text += t.text;
-            if (text.empty()) return true;
-            return send("response.output_text.delta",
-                        {{"item_id", msg_id}, {"output_index", 0}, {"content_index", 0}, {"delta", text}, {"logprobs", json::array()}});
+            std::string piece;
+            for (const auto& t : c.tokens) piece += t.text;
+            if (!delta(parser.push(piece).content)) return false;
+            return !c.finished || delta(parser.finish().content);
           },
           gone, [&] { return sink.write(sse_comment()); });
       if (!ok) return;
       json final_response = finish();
-      std::string text = gen->outputs()[0].text;
       send("response.output_text.done", {{"item_id", msg_id}, {"output_index", 0}, {"content_index", 0}, {"text", text}, {"logprobs", json::array()}});
       send("response.content_part.done", {{"item_id", msg_id}, {"output_index", 0}, {"content_index", 0},
                                           {"part", {{"type", "output_text"}, {"text", text}, {"annotations", json::array()}}}});

@@ -436,7 +436,21 @@ TEST_F(RoutesTest, ResponsesWithPreviousId) {
             "<|user|>Hi\n<|assistant|>Hello world\n<|user|>More\n<|assistant|>");
   expect_openai_error(post("/v1/responses", {{"input", "x"}, {"previous_response_id", "resp_nope"}}), 404,
                       "previous_response_id");
-  auto names = sse_event_names(stream_of(post("/v1/responses", {{"input", "Hi"}, {"stream", true}})));
+  ServeOptions o;
+  o.template_thinks = true;
+  make(o);
+  engine.st->reply = [](const engine::Request&) { return std::string("<think>hmm</think>Answer"); };
+  std::string streamed = stream_of(post("/v1/responses", {{"input", "Hi"}, {"stream", true}}));
+  std::string deltas;
+  for (auto& p : sse_payloads(streamed)) {
+    json e = json::parse(p);
+    if (e["type"] == "response.output_text.delta") deltas += e["delta"].get<std::string>();
+    if (e["type"] == "response.completed") {
+      EXPECT_EQ(e["response"]["output"][0]["type"], "reasoning");
+    }
+  }
+  EXPECT_EQ(deltas, "Answer");
+  auto names = sse_event_names(streamed);
   ASSERT_GE(names.size(), 5u);
   EXPECT_EQ(names.front(), "response.created");
   EXPECT_EQ(names.back(), "response.completed");

@@ -45,6 +45,7 @@ int run(int argc, char** argv) {
   register_fit(app);
   register_tokenize(app);
   register_chat_template(app);
+  register_serve(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

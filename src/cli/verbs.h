@@ -19,6 +19,7 @@ void register_transcribe(CLI::App& app);
 void register_fit(CLI::App& app);
 void register_tokenize(CLI::App& app);
 void register_chat_template(CLI::App& app);
+void register_serve(CLI::App& app);
 
 // Shared flag helpers.
 struct ModelFlags {

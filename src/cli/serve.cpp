@@ -1,0 +1,205 @@
+// `ingot serve`: the OpenAI- and Anthropic-compatible HTTP server. Accepts
+// mlx_lm.server's flags with the same meaning, so it drops in where that runs.
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "cli/model_setup.h"
+#include "cli/verbs.h"
+#include "ingot/engine.h"
+#include "io/config.h"
+#include "server/http_app.h"
+#include "server/service.h"
+#include "template/chat_template.h"
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
+#include "util/log.h"
+#include "util/strings.h"
+
+namespace ingot::cli {
+
+namespace {
+
+struct ServeFlags {
+  ModelFlags model;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string api_key;
+  int max_concurrency = 0;
+  int decode_concurrency = 0;
+  int64_t max_queue = 256;
+  double memory_budget_gb = 0;
+  int64_t ctx = 0;
+  bool cors = false;
+  double max_body_mb = 16;
+  std::string served_model_name;
+  std::string tool_parser = "auto";
+  int http_threads = 128;
+  // mlx_lm.server flags.
+  double temp = 0.0, top_p = 1.0, min_p = 0.0;
+  int top_k = 0;
+  int64_t max_tokens = 512;
+  std::string adapter_path, draft_model, chat_template, chat_template_args;
+  int64_t prompt_cache_size = -1;
+  std::string log_level = "info";
+  bool trust_remote_code = false, use_default_chat_template = false;
+};
+
+std::atomic<bool> g_stop{false};
+void on_signal(int) { g_stop = true; }
+
+// The engine's detokenizer, backed by the model's tokenizer.
+class TokenizerDecoder : public engine::TextDecoder {
+ public:
+  explicit TokenizerDecoder(const Tokenizer& tok) : tok_(tok) {}
+  class S : public Stream {
+   public:
+    explicit S(std::unique_ptr<Tokenizer::Stream> s) : s_(std::move(s)) {}
+    std::string push(int32_t token) override { return s_->push(token); }
+    std::string flush() override { return s_->flush(); }
+
+   private:
+    std::unique_ptr<Tokenizer::Stream> s_;
+  };
+  std::unique_ptr<Stream> stream(bool skip_special) const override {
+    return std::make_unique<S>(tok_.stream(skip_special));
+  }
+
+ private:
+  const Tokenizer& tok_;
+};
+
+server::ToolFormat parse_tool_parser(const std::string& name, const std::string& tmpl) {
+  if (name == "auto") return server::detect_tool_format(tmpl);
+  for (auto f : {server::ToolFormat::None, server::ToolFormat::Hermes, server::ToolFormat::Llama3Json,
+                 server::ToolFormat::Mistral, server::ToolFormat::Gemma})
+    if (name == server::tool_format_name(f)) return f;
+  fail(ErrorKind::InvalidArgument, "--tool-parser must be auto, none, hermes, llama3_json, mistral or gemma, got '",
+       name, "'");
+}
+
+int run_serve(const ServeFlags& f) {
+  log::set_level(log::parse_level(f.log_level));
+  if (!f.adapter_path.empty())
+    fail(ErrorKind::Unsupported, "--adapter-path: LoRA adapters are not supported yet; merge the adapter into the weights");
+  if (!f.draft_model.empty()) fail(ErrorKind::Unsupported, "--draft-model: speculative decoding is not supported yet");
+  if (f.port < 0 || f.port > 65535) fail(ErrorKind::InvalidArgument, "--port must be in [0, 65535]");
+  if (f.max_body_mb <= 0) fail(ErrorKind::InvalidArgument, "--max-body-mb must be > 0");
+  if (f.temp < 0 || f.top_p <= 0 || f.top_p > 1 || f.min_p < 0 || f.min_p > 1 || f.top_k < 0 || f.max_tokens < 1)
+    fail(ErrorKind::InvalidArgument, "sampling defaults out of range (--temp >= 0, 0 < --top-p <= 1, 0 <= --min-p <= 1, "
+                                     "--top-k >= 0, --max-tokens >= 1)");
+  nlohmann::json template_args = nlohmann::json::object();
+  if (!f.chat_template_args.empty()) {
+    template_args = nlohmann::json::parse(f.chat_template_args, nullptr, false);
+    if (!template_args.is_object()) fail(ErrorKind::InvalidArgument, "--chat-template-args must be a JSON object");
+  }
+  auto tok = Tokenizer::from_dir(f.model.model);
+  std::string tmpl_src = tok->config().chat_template;
+  if (!f.chat_template.empty())
+    tmpl_src = file_exists(f.chat_template) ? read_text_file(f.chat_template) : f.chat_template;
+  std::shared_ptr<const ChatTemplate> tmpl;
+  if (!tmpl_src.empty()) tmpl = ChatTemplate::compile(tmpl_src);
+
+  auto model = load_model_from_flags(f.model);
+  const ModelConfig& cfg = model->config();
+  GenerationConfig gen_cfg = load_generation_config(f.model.model, cfg);
+  std::vector<int32_t> eos = gen_cfg.eos_token_ids;
+  if (auto id = tok->token_to_id(tok->config().eos_token); id && !tok->config().eos_token.empty())
+    if (std::find(eos.begin(), eos.end(), *id) == eos.end()) eos.push_back(*id);
+
+  engine::EngineOptions eo;
+  int conc = f.max_concurrency > 0 ? f.max_concurrency : f.decode_concurrency;
+  if (conc > 0) eo.max_concurrency = conc;
+  if (f.max_queue < 0) fail(ErrorKind::InvalidArgument, "--max-queue must be >= 0");
+  eo.max_queue = f.max_queue;
+  eo.context_length = f.ctx;
+  eo.memory_budget_gb = f.memory_budget_gb;
+  eo.kv = f.model.kv;
+  if (f.prompt_cache_size == 0) eo.prefix_cache = false;
+  auto decoder = std::make_shared<TokenizerDecoder>(*tok);
+  auto eng = engine::start_engine(*model, eo, decoder, eos);
+
+  server::ServeOptions so;
+  std::filesystem::path mp(f.model.model);
+  std::string base = mp.filename().empty() ? mp.parent_path().filename().string() : mp.filename().string();
+  so.model_id = f.served_model_name.empty() ? f.model.model : f.served_model_name;
+  so.model_aliases = {f.model.model, base};
+  so.host = f.host;
+  so.port = f.port;
+  so.api_key = f.api_key;
+  so.cors = f.cors;
+  so.max_body_bytes = static_cast<size_t>(f.max_body_mb * 1024 * 1024);
+  so.context_length = f.ctx > 0 ? f.ctx : cfg.max_position_embeddings;
+  if (so.context_length <= 0) so.context_length = 4096;
+  so.http_threads = f.http_threads;
+  so.temperature = static_cast<float>(f.temp);
+  so.top_p = static_cast<float>(f.top_p);
+  so.min_p = static_cast<float>(f.min_p);
+  so.top_k = f.top_k;
+  so.max_tokens = f.max_tokens;
+  so.chat_template_args = template_args;
+  so.tool_format = parse_tool_parser(f.tool_parser, tmpl_src);
+  so.template_thinks = tmpl_src.find("<think>") != std::string::npos;
+
+  server::Service svc(*eng, *tok, tmpl, so);
+  server::Router router(svc);
+  std::signal(SIGPIPE, SIG_IGN);
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  // Idle keep-alive connections can hold HTTP workers for a read timeout;
+  // a stop request ends the process within a bounded time regardless.
+  std::thread([] {
+    while (!g_stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    std::fflush(stdout);
+    std::_Exit(0);
+  }).detach();
+  bool bound = server::serve_http(router, svc, [&](int port) {
+    std::printf("ingot: serving %s at http://%s:%d (OpenAI /v1/chat/completions, Anthropic /v1/messages)\n",
+                so.model_id.c_str(), f.host.c_str(), port);
+    std::fflush(stdout);
+  }, g_stop);
+  eng->shutdown();
+  if (!bound) fail(ErrorKind::Io, "cannot listen on ", f.host, ":", f.port, " (address in use or not permitted)");
+  return 0;
+}
+
+}  // namespace
+
+void register_serve(CLI::App& app) {
+  auto f = std::make_shared<ServeFlags>();
+  f->model.kv = "paged";
+  CLI::App* sub = add_verb(app, "serve", "OpenAI- and Anthropic-compatible HTTP server", [f] { return run_serve(*f); });
+  add_model_flags(sub, f->model);
+  sub->add_option("--host", f->host, "address to bind (loopback by default)")->capture_default_str();
+  sub->add_option("--port", f->port, "port (0: any free port)")->capture_default_str();
+  sub->add_option("--api-key", f->api_key, "require this key (Authorization: Bearer or x-api-key) on every route but /health");
+  sub->add_option("--max-concurrency", f->max_concurrency, "sequences decoding at once");
+  sub->add_option("--decode-concurrency", f->decode_concurrency, "mlx_lm.server name for --max-concurrency");
+  sub->add_option("--max-queue", f->max_queue, "waiting requests beyond which new ones get 429")->capture_default_str();
+  sub->add_option("--memory-budget", f->memory_budget_gb, "GB for weights + KV cache (0: machine memory)");
+  sub->add_option("--ctx", f->ctx, "context length (0: the model's)");
+  sub->add_flag("--cors", f->cors, "send Access-Control-Allow-Origin: * and answer preflights");
+  sub->add_option("--max-body-mb", f->max_body_mb, "largest request body in MiB")->capture_default_str();
+  sub->add_option("--served-model-name", f->served_model_name, "model id reported and accepted (default: --model)");
+  sub->add_option("--tool-parser", f->tool_parser, "auto, none, hermes, llama3_json, mistral or gemma")->capture_default_str();
+  sub->add_option("--http-threads", f->http_threads, "HTTP worker threads (one per open connection)")->capture_default_str();
+  sub->add_option("--temp", f->temp, "default sampling temperature")->capture_default_str();
+  sub->add_option("--top-p", f->top_p, "default nucleus sampling top-p")->capture_default_str();
+  sub->add_option("--top-k", f->top_k, "default top-k (0: off)")->capture_default_str();
+  sub->add_option("--min-p", f->min_p, "default min-p")->capture_default_str();
+  sub->add_option("--max-tokens", f->max_tokens, "default max tokens to generate")->capture_default_str();
+  sub->add_option("--adapter-path", f->adapter_path, "LoRA adapter folder (not supported yet)");
+  sub->add_option("--draft-model", f->draft_model, "draft model for speculative decoding (not supported yet)");
+  sub->add_option("--chat-template", f->chat_template, "chat template: a file or the template text");
+  sub->add_option("--chat-template-args", f->chat_template_args, "JSON object of extra template variables");
+  sub->add_option("--prompt-cache-size", f->prompt_cache_size, "0 turns the prefix cache off");
+  sub->add_option("--log-level", f->log_level, "debug, info, warning or error")->capture_default_str();
+  sub->add_flag("--trust-remote-code", f->trust_remote_code, "accepted for mlx_lm.server compatibility (no effect)");
+  sub->add_flag("--use-default-chat-template", f->use_default_chat_template,
+                "accepted for mlx_lm.server compatibility (the tokenizer's template is the default)");
+}
+
+}  // namespace ingot::cli

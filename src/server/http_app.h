@@ -1,0 +1,44 @@
+// The HTTP application: routing, API-key auth (constant time, every route
+// but /health), CORS (off unless asked), body limits and error shapes. The
+// Router is plain C++ (testable without sockets); serve_http binds it to a
+// socket with cpp-httplib.
+#pragma once
+#include <atomic>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "server/http_types.h"
+
+namespace ingot::server {
+
+class Service;
+
+class Router {
+ public:
+  explicit Router(Service& svc);
+  HttpResponse dispatch(const HttpRequest& req);
+  // Error body in the shape the path's API uses.
+  HttpResponse error_response(const std::string& path, int status, const std::string& message,
+                              const std::string& param = "", const std::string& code = "") const;
+
+ private:
+  struct Route {
+    std::string method, path;
+    bool prefix = false;     // path is a prefix ("/v1/models/")
+    bool needs_auth = true;
+    Handler handler;
+  };
+  void add(std::string method, std::string path, Handler h, bool prefix = false, bool auth = true);
+  bool authorized(const HttpRequest& req) const;
+  Service& svc_;
+  std::vector<Route> routes_;
+};
+
+bool constant_time_equal(const std::string& a, const std::string& b);
+
+// Serves until `stop` becomes true (checked every ~100 ms) or the listener
+// fails; calls on_ready with the bound port. Returns false when binding failed.
+bool serve_http(Router& router, Service& svc, const std::function<void(int)>& on_ready, const std::atomic<bool>& stop);
+
+}  // namespace ingot::server

@@ -1,0 +1,113 @@
+#include "server/metrics.h"
+
+#include <sstream>
+
+namespace ingot::server {
+
+namespace {
+std::string fmt(double v) {
+  std::ostringstream os;
+  os.precision(10);
+  os << v;
+  return os.str();
+}
+}  // namespace
+
+Histogram::Histogram(std::vector<double> upper_bounds)
+    : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1, 0) {}
+
+void Histogram::observe(double v) {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t i = 0;
+  while (i < bounds_.size() && v > bounds_[i]) ++i;
+  ++counts_[i];
+  sum_ += v;
+  ++count_;
+}
+
+std::string Histogram::render(const std::string& name, const std::string& help) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::ostringstream os;
+  os << "# HELP " << name << ' ' << help << "\n# TYPE " << name << " histogram\n";
+  uint64_t cum = 0;
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    cum += counts_[i];
+    os << name << "_bucket{le=\"" << fmt(bounds_[i]) << "\"} " << cum << '\n';
+  }
+  cum += counts_.back();
+  os << name << "_bucket{le=\"+Inf\"} " << cum << '\n';
+  os << name << "_sum " << fmt(sum_) << '\n' << name << "_count " << count_ << '\n';
+  return os.str();
+}
+
+Metrics::Metrics()
+    : ttft_({0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}),
+      tpot_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}),
+      e2e_({0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}) {}
+
+void Metrics::count_request(const std::string& route, int status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++requests_[{route, status}];
+}
+
+void Metrics::add_tokens(int64_t prompt, int64_t completion) {
+  std::lock_guard<std::mutex> lock(mu_);
+  prompt_tokens_ += prompt;
+  completion_tokens_ += completion;
+}
+
+void Metrics::count_finish(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++finishes_[reason];
+}
+
+std::string Metrics::render(const engine::Stats& s) const {
+  std::ostringstream os;
+  auto gauge = [&](const char* name, const char* help, double v) {
+    os << "# HELP " << name << ' ' << help << "\n# TYPE " << name << " gauge\n" << name << ' ' << fmt(v) << '\n';
+  };
+  auto counter = [&](const char* name, const char* help, double v) {
+    os << "# HELP " << name << ' ' << help << "\n# TYPE " << name << " counter\n" << name << ' ' << fmt(v) << '\n';
+  };
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    os << "# HELP ingot_http_requests_total HTTP requests by route and status.\n"
+          "# TYPE ingot_http_requests_total counter\n";
+    for (auto& [key, n] : requests_)
+      os << "ingot_http_requests_total{route=\"" << key.first << "\",status=\"" << key.second << "\"} " << n << '\n';
+    os << "# HELP ingot_request_finish_total Generations by finish reason.\n"
+          "# TYPE ingot_request_finish_total counter\n";
+    for (auto& [reason, n] : finishes_) os << "ingot_request_finish_total{reason=\"" << reason << "\"} " << n << '\n';
+    counter("ingot_prompt_tokens_total", "Prompt tokens of served requests.", static_cast<double>(prompt_tokens_));
+    counter("ingot_generation_tokens_total", "Tokens generated for served requests.",
+            static_cast<double>(completion_tokens_));
+  }
+  counter("ingot_engine_requests_total", "Requests the engine accepted.", static_cast<double>(s.requests_total));
+  counter("ingot_engine_requests_rejected_total", "Requests the engine rejected (queue full).",
+          static_cast<double>(s.requests_rejected));
+  counter("ingot_engine_prompt_tokens_total", "Prompt tokens the engine processed.",
+          static_cast<double>(s.prompt_tokens_total));
+  counter("ingot_engine_generation_tokens_total", "Tokens the engine generated.",
+          static_cast<double>(s.generated_tokens_total));
+  gauge("ingot_requests_running", "Sequences decoding now.", static_cast<double>(s.running));
+  gauge("ingot_requests_waiting", "Requests queued for admission.", static_cast<double>(s.waiting));
+  gauge("ingot_kv_blocks_used", "KV cache blocks in use.", static_cast<double>(s.kv_blocks_used));
+  gauge("ingot_kv_blocks_total", "KV cache blocks available.", static_cast<double>(s.kv_blocks_total));
+  gauge("ingot_kv_bytes_used", "Bytes of KV cache in use.", s.kv_bytes_used);
+  gauge("ingot_kv_usage_ratio", "Fraction of KV cache blocks in use.",
+        s.kv_blocks_total > 0 ? static_cast<double>(s.kv_blocks_used) / static_cast<double>(s.kv_blocks_total) : 0.0);
+  counter("ingot_prefix_cache_hit_tokens_total", "Prompt tokens served from the prefix cache.",
+          static_cast<double>(s.prefix_hit_tokens));
+  counter("ingot_prefix_cache_lookup_tokens_total", "Prompt tokens looked up in the prefix cache.",
+          static_cast<double>(s.prefix_lookup_tokens));
+  gauge("ingot_prefix_cache_hit_rate", "Prefix-cache hit tokens over looked-up tokens.",
+        s.prefix_lookup_tokens > 0
+            ? static_cast<double>(s.prefix_hit_tokens) / static_cast<double>(s.prefix_lookup_tokens)
+            : 0.0);
+  os << ttft_.render("ingot_time_to_first_token_seconds", "Time from submission to the first token.");
+  os << tpot_.render("ingot_time_per_output_token_seconds", "Mean time between tokens after the first.");
+  os << e2e_.render("ingot_request_duration_seconds", "Time from submission to the last token.");
+  return os.str();
+}
+
+}  // namespace ingot::server

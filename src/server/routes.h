@@ -1,0 +1,34 @@
+// Route handlers. Each parses and validates its body, throws ApiError for
+// client mistakes, and returns a complete or streamed response.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include "ingot/engine.h"
+#include "server/http_types.h"
+
+namespace ingot::server {
+
+class Service;
+
+HttpResponse chat_completions(Service& svc, const HttpRequest& req);
+HttpResponse completions(Service& svc, const HttpRequest& req);
+HttpResponse list_models(Service& svc, const HttpRequest& req);
+HttpResponse embeddings(Service& svc, const HttpRequest& req);
+HttpResponse responses(Service& svc, const HttpRequest& req);
+HttpResponse anthropic_messages(Service& svc, const HttpRequest& req);
+HttpResponse anthropic_count_tokens(Service& svc, const HttpRequest& req);
+HttpResponse tokenize(Service& svc, const HttpRequest& req);
+HttpResponse detokenize(Service& svc, const HttpRequest& req);
+HttpResponse health(Service& svc, const HttpRequest& req);
+HttpResponse metrics(Service& svc, const HttpRequest& req);
+
+// Helpers shared by the route files.
+HttpResponse json_response(const nlohmann::json& body, int status = 200);
+HttpResponse sse_response(std::function<void(StreamSink&)> body);
+// Validates OpenAI chat `tools` (type function with a named function).
+void validate_chat_tools(const nlohmann::json& tools);
+// Logprob entries in the chat format for `tokens`.
+nlohmann::json chat_logprobs(const Service& svc, const std::vector<engine::TokenEvent>& tokens, size_t from,
+                             size_t to, bool with_top);
+
+}  // namespace ingot::server

@@ -1,0 +1,102 @@
+// What every route shares: the engine, tokenizer and chat template, the
+// serving defaults, metrics and the Responses store. Turns request fields
+// into engine requests and chat messages into prompt ids.
+#pragma once
+#include <memory>
+#include <mutex>
+#include <deque>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <unordered_map>
+
+#include "ingot/engine.h"
+#include "server/metrics.h"
+#include "server/output_parser.h"
+#include "template/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ingot::server {
+
+using json = nlohmann::json;
+
+struct ServeOptions {
+  std::string model_id = "default";
+  std::vector<std::string> model_aliases;  // other names a request may use (the path as given)
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string api_key;  // empty: no auth
+  bool cors = false;
+  size_t max_body_bytes = 16u << 20;
+  int64_t context_length = 4096;
+  int http_threads = 128;
+  // mlx_lm.server defaults for fields a request omits.
+  float temperature = 0.0f, top_p = 1.0f, min_p = 0.0f;
+  int top_k = 0;
+  int64_t max_tokens = 512;
+  json chat_template_args = json::object();
+  ToolFormat tool_format = ToolFormat::None;
+  bool template_thinks = false;  // the template knows <think>
+  size_t response_store_size = 256;
+  bool embeddings = false;  // the model is an embedding model
+};
+
+// A bounded in-memory store of Responses-API conversations (oldest evicted).
+class ResponseStore {
+ public:
+  explicit ResponseStore(size_t capacity) : capacity_(capacity) {}
+  void put(const std::string& id, json conversation);
+  bool get(const std::string& id, json* conversation) const;
+  size_t size() const;
+
+ private:
+  mutable std::mutex mu_;
+  size_t capacity_;
+  std::deque<std::string> order_;
+  std::unordered_map<std::string, json> items_;
+};
+
+// A prompt ready for the engine.
+struct Prompt {
+  std::vector<int32_t> ids;
+  std::string text;
+  bool opens_reasoning = false;  // the rendered prompt ends inside <think>
+};
+
+class Service {
+ public:
+  Service(engine::Engine& engine, const Tokenizer& tok, std::shared_ptr<const ChatTemplate> tmpl, ServeOptions opt);
+
+  engine::Engine& engine() { return engine_; }
+  const Tokenizer& tokenizer() const { return tok_; }
+  const ServeOptions& options() const { return opt_; }
+  Metrics& metrics() { return metrics_; }
+  ResponseStore& responses() { return responses_; }
+
+  // Renders OpenAI-style messages (string or text-part content, tool calls,
+  // tool results) with the chat template; 400 on anything it cannot render.
+  Prompt render_chat(const json& messages, const json* tools, const json* extra_template_args) const;
+  std::vector<int32_t> encode(const std::string& text, bool add_special) const;
+  // 400 "context_length_exceeded" when the prompt leaves no room to generate.
+  void check_prompt_length(size_t prompt_tokens, const char* param) const;
+  // 400 unless `model` is absent or names the served model.
+  void check_model(const json& body) const;
+
+  // Sampling / stop fields shared by the OpenAI routes (temperature, top_p,
+  // top_k, min_p, penalties, logit_bias, seed, stop, max_tokens, ...).
+  engine::Request base_request(const json& body, std::vector<int32_t> prompt, const char* max_tokens_key) const;
+
+  std::string token_text(int32_t id) const;
+
+ private:
+  engine::Engine& engine_;
+  const Tokenizer& tok_;
+  std::shared_ptr<const ChatTemplate> tmpl_;
+  ServeOptions opt_;
+  Metrics metrics_;
+  ResponseStore responses_;
+};
+
+std::string random_id(const std::string& prefix);
+int64_t unix_time();
+
+}  // namespace ingot::server

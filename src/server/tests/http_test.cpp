@@ -1,0 +1,175 @@
+// The HTTP layer on a real socket (with the fake engine): limits, malformed
+// and truncated requests, slow senders, and cancellation on disconnect.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <random>
+#include <thread>
+
+#include "server/http_app.h"
+#include "server/service.h"
+#include "server/tests/fakes.h"
+
+namespace ingot::server {
+namespace {
+
+using namespace std::chrono_literals;
+
+class HttpTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ServeOptions o;
+    o.model_id = "m";
+    o.port = 0;
+    o.context_length = 512;
+    o.max_body_bytes = 4096;
+    o.http_threads = 8;
+    svc = std::make_unique<Service>(engine, tok, std::make_shared<testing::LineTemplate>(), o);
+    router = std::make_unique<Router>(*svc);
+    server = std::thread([this] {
+      serve_http(*router, *svc, [this](int p) { port = p; }, stop);
+    });
+    for (int i = 0; i < 2000 && port.load() == 0; ++i) std::this_thread::sleep_for(1ms);
+    ASSERT_NE(port.load(), 0);
+  }
+  void TearDown() override {
+    stop = true;
+    server.join();
+  }
+  int connect_socket() {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port.load()));
+    ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    timeval tv{5, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    return fd;
+  }
+  static void send_all(int fd, const std::string& s) {
+    size_t off = 0;
+    while (off < s.size()) {
+      ssize_t n = ::send(fd, s.data() + off, s.size() - off, MSG_NOSIGNAL);
+      if (n <= 0) return;
+      off += static_cast<size_t>(n);
+    }
+  }
+  // Sends raw bytes and reads until the server closes or `until` appears.
+  std::string exchange(const std::string& raw, const std::string& until = "") {
+    int fd = connect_socket();
+    send_all(fd, raw);
+    std::string got;
+    char buf[4096];
+    while (true) {
+      ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+      if (n <= 0) break;
+      got.append(buf, static_cast<size_t>(n));
+      if (!until.empty() && got.find(until) != std::string::npos) break;
+    }
+    ::close(fd);
+    return got;
+  }
+  static std::string post(const std::string& path, const std::string& body) {
+    return "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\n"
+           "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  }
+  bool healthy() {
+    std::string r = exchange("GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    return r.find("200") != std::string::npos && r.find("{\"status\":\"ok\"}") != std::string::npos;
+  }
+
+  testing::FakeEngine engine;
+  testing::ByteTokenizer tok;
+  std::unique_ptr<Service> svc;
+  std::unique_ptr<Router> router;
+  std::atomic<bool> stop{false};
+  std::atomic<int> port{0};
+  std::thread server;
+  const std::string chat = R"({"messages":[{"role":"user","content":"Hi"}]})";
+};
+
+TEST_F(HttpTest, ServesAndAnswersErrorsAsJson) {
+  EXPECT_TRUE(healthy());
+  std::string ok = exchange(post("/v1/chat/completions", chat));
+  EXPECT_NE(ok.find("HTTP/1.1 200"), std::string::npos);
+  EXPECT_NE(ok.find("Hello world"), std::string::npos);
+  std::string bad = exchange(post("/v1/chat/completions", "{\"messages\": ["));
+  EXPECT_NE(bad.find("HTTP/1.1 400"), std::string::npos);
+  EXPECT_NE(bad.find("\"error\""), std::string::npos);
+  std::string big = exchange(post("/v1/chat/completions", std::string(10000, 'x')));
+  EXPECT_NE(big.find("HTTP/1.1 413"), std::string::npos) << big;
+  EXPECT_NE(big.find("\"error\""), std::string::npos) << big;
+  std::string cors = exchange("OPTIONS /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_EQ(cors.find("Access-Control-Allow-Origin"), std::string::npos);
+}
+
+TEST_F(HttpTest, SurvivesGarbageTruncationAndSlowSenders) {
+  EXPECT_NE(exchange("\x01\x02garbage\r\n\r\n", "\r\n\r\n").find("HTTP/1.1 400"), std::string::npos);
+  {
+    int fd = connect_socket();  // truncated headers, then close
+    send_all(fd, "GET /health HTTP/1.1\r\nHost");
+    ::close(fd);
+  }
+  {
+    int fd = connect_socket();  // truncated body: promises 1000 bytes, sends 10, hangs up
+    send_all(fd, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{\"messages\"");
+    ::close(fd);
+  }
+  // Slow partial sender: a byte at a time; a good request on another connection still works.
+  int slow = connect_socket();
+  std::string req = post("/v1/chat/completions", chat);
+  for (size_t i = 0; i < 20; ++i) {
+    send_all(slow, req.substr(i, 1));
+    std::this_thread::sleep_for(5ms);
+  }
+  EXPECT_TRUE(healthy());
+  send_all(slow, req.substr(20));
+  std::string got;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::recv(slow, buf, sizeof(buf), 0)) > 0) got.append(buf, static_cast<size_t>(n));
+  ::close(slow);
+  EXPECT_NE(got.find("Hello world"), std::string::npos);
+  // Random bytes as bodies.
+  std::mt19937 rng(1);
+  for (int i = 0; i < 20; ++i) {
+    std::string body(static_cast<size_t>(rng() % 300), '\0');
+    for (char& c : body) c = static_cast<char>(rng());
+    std::string r = exchange(post("/v1/chat/completions", body));
+    EXPECT_NE(r.find("HTTP/1.1 4"), std::string::npos) << i;
+  }
+  EXPECT_TRUE(healthy());
+}
+
+TEST_F(HttpTest, DisconnectCancelsStreamAndNonStream) {
+  engine.st->token_delay = 2ms;
+  engine.st->reply = [](const engine::Request&) { return std::string(100000, 'a'); };
+  for (bool stream : {true, false}) {
+    int64_t before = engine.st->cancelled.load();
+    std::string body = stream ? R"({"stream":true,"max_tokens":100000,"messages":[{"role":"user","content":"Hi"}]})"
+                              : R"({"max_tokens":100000,"messages":[{"role":"user","content":"Hi"}]})";
+    int fd = connect_socket();
+    send_all(fd, post("/v1/chat/completions", body));
+    if (stream) {
+      char buf[512];
+      ASSERT_GT(::recv(fd, buf, sizeof(buf), 0), 0);
+    } else {
+      std::this_thread::sleep_for(100ms);
+    }
+    ::close(fd);
+    auto t0 = std::chrono::steady_clock::now();
+    while (engine.st->cancelled.load() == before && std::chrono::steady_clock::now() - t0 < 3s)
+      std::this_thread::sleep_for(5ms);
+    EXPECT_EQ(engine.st->cancelled.load(), before + 1) << (stream ? "stream" : "non-stream");
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
+  }
+  EXPECT_EQ(engine.st->active.load(), 0);
+  EXPECT_TRUE(healthy());
+}
+
+}  // namespace
+}  // namespace ingot::server

@@ -1,0 +1,133 @@
+"""Fixtures for the server end-to-end tests: a small random-weight llama
+checkpoint with the real Qwen3 tokenizer and chat template, and running
+`ingot serve` processes."""
+import json
+import os
+import pathlib
+import shutil
+import socket
+import subprocess
+import threading
+import time
+
+import numpy as np
+import pytest
+import requests
+from safetensors.numpy import save_file
+
+TOKENIZER = "qwen3"
+
+
+def build_tiny_llama(dst: pathlib.Path, tokenizer_dir: pathlib.Path, seed: int = 0) -> pathlib.Path:
+    """hidden 64, 2 layers, vocab covering the tokenizer; float32 weights."""
+    dst.mkdir(parents=True, exist_ok=True)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(tokenizer_dir / name, dst / name)
+    tok = json.loads((tokenizer_dir / "tokenizer.json").read_text())
+    n_ids = max([len(tok["model"]["vocab"])] + [t["id"] + 1 for t in tok.get("added_tokens", [])])
+    vocab = ((n_ids + 127) // 128) * 128
+    hidden, layers, heads, kv_heads, inter = 64, 2, 4, 2, 128
+    head_dim = hidden // heads
+    cfg_json = json.loads((tokenizer_dir / "tokenizer_config.json").read_text())
+    eos = tok_id(tok, cfg_json.get("eos_token"))
+    config = {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": vocab,
+        "hidden_size": hidden, "intermediate_size": inter, "num_hidden_layers": layers,
+        "num_attention_heads": heads, "num_key_value_heads": kv_heads, "head_dim": head_dim,
+        "max_position_embeddings": 2048, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+        "tie_word_embeddings": False, "hidden_act": "silu", "torch_dtype": "float32",
+        "eos_token_id": eos, "bos_token_id": None,
+    }
+    (dst / "config.json").write_text(json.dumps(config))
+    rng = np.random.default_rng(seed)
+
+    def w(*shape, std=0.05):
+        return (rng.standard_normal(shape) * std).astype(np.float32)
+
+    t = {"model.embed_tokens.weight": w(vocab, hidden, std=1.0), "model.norm.weight": np.ones(hidden, np.float32),
+         "lm_head.weight": w(vocab, hidden, std=1.0)}
+    for i in range(layers):
+        p = f"model.layers.{i}."
+        t[p + "input_layernorm.weight"] = np.ones(hidden, np.float32)
+        t[p + "post_attention_layernorm.weight"] = np.ones(hidden, np.float32)
+        t[p + "self_attn.q_proj.weight"] = w(heads * head_dim, hidden, std=0.3)
+        t[p + "self_attn.k_proj.weight"] = w(kv_heads * head_dim, hidden, std=0.3)
+        t[p + "self_attn.v_proj.weight"] = w(kv_heads * head_dim, hidden, std=0.3)
+        t[p + "self_attn.o_proj.weight"] = w(hidden, heads * head_dim, std=0.3)
+        t[p + "mlp.gate_proj.weight"] = w(inter, hidden, std=0.3)
+        t[p + "mlp.up_proj.weight"] = w(inter, hidden, std=0.3)
+        t[p + "mlp.down_proj.weight"] = w(hidden, inter, std=0.3)
+    save_file(t, str(dst / "model.safetensors"))
+    return dst
+
+
+def tok_id(tok, text):
+    if text is None:
+        return None
+    for t in tok.get("added_tokens", []):
+        if t["content"] == text:
+            return t["id"]
+    return tok["model"]["vocab"].get(text)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, ingot_bin, model_dir, *extra):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.args = [ingot_bin, "serve", "--model", str(model_dir), "--port", str(self.port), "--ctx", "512",
+                     "--max-tokens", "16", *extra]
+        self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.output = []
+        ready = threading.Event()
+
+        def pump():
+            for line in self.proc.stdout:
+                self.output.append(line)
+                if "serving" in line and "http://" in line:
+                    ready.set()
+        threading.Thread(target=pump, daemon=True).start()
+        deadline = time.time() + 60
+        while not ready.is_set() and time.time() < deadline and self.proc.poll() is None:
+            ready.wait(0.05)
+        assert ready.is_set(), f"ingot serve did not start: {''.join(self.output)}"
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def metrics(self) -> dict:
+        text = requests.get(self.url + "/metrics", timeout=10).text
+        out = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                name, value = line.rsplit(" ", 1)
+                out[name] = float(value)
+        return out
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory, shared_dir):
+    tdir = shared_dir / "assets" / "tokenizers" / TOKENIZER
+    assert (tdir / "tokenizer.json").exists(), f"missing tokenizer {tdir}"
+    return build_tiny_llama(tmp_path_factory.mktemp("tiny-llama"), tdir)
+
+
+@pytest.fixture(scope="module")
+def server(ingot_bin, tiny_model):
+    s = Server(ingot_bin, tiny_model)
+    yield s
+    s.stop()
+    assert s.proc.returncode in (0, -15), "".join(s.output)

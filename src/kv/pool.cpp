@@ -20,7 +20,9 @@ PlaneGeometry make_plane(int64_t dim, int64_t kvh, const PoolOptions& opt, DType
   if (opt.quant == KvQuant::None) {
     g.row_code_bytes = static_cast<size_t>(dim) * dtype_size(elem);
   } else {
-    g.group = std::min<int64_t>(opt.group_size, dim);
+    // A head narrower than the configured group is split in four: one group per
+    // narrow head loses too much to outlier channels (docs/kv-cache.md).
+    g.group = opt.group_size <= dim ? opt.group_size : (dim % 8 == 0 ? dim / 4 : dim);
     if (g.group <= 0 || dim % g.group != 0 || (opt.quant == KvQuant::Q4 && g.group % 2 != 0))
       fail(ErrorKind::InvalidArgument, "KV group size ", opt.group_size, " does not divide head dim ", dim,
            opt.quant == KvQuant::Q4 ? " into even groups" : "");

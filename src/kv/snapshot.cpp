@@ -1,0 +1,299 @@
+#include "kv/snapshot.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "kv/crc32c.h"
+#include "kv/paged.h"
+#include "util/error.h"
+
+namespace ingot::kv {
+
+namespace {
+
+constexpr char kMagic[8] = {'I', 'N', 'G', 'O', 'T', 'K', 'V', '1'};
+constexpr size_t kPage = 4096;
+constexpr size_t kFixed = 8 + 8 + 4 + 4 + 8;  // magic, json length, header crc, payload crc, payload bytes
+constexpr int kMaxIov = 64;                   // iovecs per pwritev batch
+
+size_t page_up(size_t v) { return (v + kPage - 1) / kPage * kPage; }
+
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+std::vector<const PagedLayerCache*> paged_layers(const SequenceCache& seq_in) {
+  auto& seq = const_cast<SequenceCache&>(seq_in);
+  std::vector<const PagedLayerCache*> v;
+  for (int i = 0; i < seq.num_layers(); ++i) {
+    auto* p = dynamic_cast<const PagedLayerCache*>(&seq.layer(i));
+    if (!p) fail(ErrorKind::Unsupported, "snapshots need every layer paged (layer ", i, " is not)");
+    v.push_back(p);
+  }
+  if (v.empty()) fail(ErrorKind::InvalidArgument, "snapshot of an empty model");
+  return v;
+}
+
+nlohmann::json geometry(const Pool& pool) {
+  nlohmann::json layers = nlohmann::json::array();
+  for (const auto& s : pool.layout())
+    layers.push_back({s.kv_heads, s.head_dim, s.v_head_dim, s.window});
+  return {{"dtype", dtype_name(pool.dtype())},
+          {"block_size", pool.options().block_size},
+          {"quant", kv_quant_name(pool.options().quant)},
+          {"group_size", pool.options().group_size},
+          {"layers", layers}};
+}
+
+void write_all(int fd, std::vector<iovec>& iov, uint64_t& at, const SnapshotWriteHooks& hooks,
+               const std::string& path) {
+  for (size_t i = 0; i < iov.size();) {
+    const int n = static_cast<int>(std::min<size_t>(kMaxIov, iov.size() - i));
+    ssize_t w = ::pwritev(fd, iov.data() + i, n, static_cast<off_t>(at));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      fail(ErrorKind::Io, "snapshot write to ", path, ": ", std::strerror(errno));
+    }
+    at += static_cast<uint64_t>(w);
+    // Consume what was written (short writes resume mid-vector).
+    auto left = static_cast<size_t>(w);
+    while (left && i < iov.size()) {
+      if (left >= iov[i].iov_len) {
+        left -= iov[i].iov_len;
+        ++i;
+      } else {
+        iov[i].iov_base = static_cast<uint8_t*>(iov[i].iov_base) + left;
+        iov[i].iov_len -= left;
+        left = 0;
+      }
+    }
+    if (hooks.progress) hooks.progress(at);
+  }
+}
+
+void read_exact(int fd, void* dst, size_t n, uint64_t at, const std::string& path) {
+  auto* p = static_cast<uint8_t*>(dst);
+  while (n) {
+    ssize_t r = ::pread(fd, p, n, static_cast<off_t>(at));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) fail(ErrorKind::BadFormat, "snapshot ", path, " is truncated");
+    p += r;
+    n -= static_cast<size_t>(r);
+    at += static_cast<uint64_t>(r);
+  }
+}
+
+struct Header {
+  nlohmann::json meta;
+  uint32_t payload_crc = 0;
+  uint64_t payload_bytes = 0;
+  uint64_t payload_offset = 0;
+  uint64_t file_bytes = 0;
+};
+
+Header read_header(int fd, const std::string& path) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) fail(ErrorKind::Io, "cannot stat snapshot ", path);
+  Header h;
+  h.file_bytes = static_cast<uint64_t>(st.st_size);
+  if (h.file_bytes < kPage) fail(ErrorKind::BadFormat, "snapshot ", path, " is truncated");
+  uint8_t fixed[kFixed];
+  read_exact(fd, fixed, kFixed, 0, path);
+  if (std::memcmp(fixed, kMagic, 8) != 0) fail(ErrorKind::BadFormat, path, " is not an ingot KV snapshot");
+  uint64_t json_len = 0;
+  uint32_t header_crc = 0;
+  std::memcpy(&json_len, fixed + 8, 8);
+  std::memcpy(&header_crc, fixed + 16, 4);
+  std::memcpy(&h.payload_crc, fixed + 20, 4);
+  std::memcpy(&h.payload_bytes, fixed + 24, 8);
+  if (json_len > (64u << 20) || kFixed + json_len > h.file_bytes)
+    fail(ErrorKind::BadFormat, "snapshot ", path, " has a corrupt header");
+  std::string js(json_len, '\0');
+  read_exact(fd, js.data(), json_len, kFixed, path);
+  uint32_t c = crc32c(0, fixed + 20, 12);
+  c = crc32c(c, js.data(), js.size());
+  if (c != header_crc) fail(ErrorKind::BadFormat, "snapshot ", path, " header checksum mismatch");
+  try {
+    h.meta = nlohmann::json::parse(js);
+  } catch (const std::exception&) {
+    fail(ErrorKind::BadFormat, "snapshot ", path, " has a corrupt header");
+  }
+  h.payload_offset = page_up(kFixed + json_len);
+  if (h.payload_offset + h.payload_bytes != h.file_bytes)
+    fail(ErrorKind::BadFormat, "snapshot ", path, " is truncated (", h.file_bytes, " of ",
+         h.payload_offset + h.payload_bytes, " bytes)");
+  return h;
+}
+
+SnapshotKey key_of(const nlohmann::json& m) {
+  return {m.at("model").get<std::string>(), m.at("tokenizer").get<std::string>(), m.at("scheme").get<std::string>()};
+}
+
+}  // namespace
+
+uint64_t write_snapshot(const std::string& path, const SequenceCache& seq, const std::vector<int32_t>& tokens,
+                        const SnapshotKey& key, const SnapshotWriteHooks& hooks) {
+  auto layers = paged_layers(seq);
+  const Pool& pool = *layers[0]->pool();
+  const auto n_tokens = static_cast<int64_t>(tokens.size());
+  const int64_t bs = pool.options().block_size, n_blocks = (n_tokens + bs - 1) / bs;
+  if (n_tokens == 0) fail(ErrorKind::InvalidArgument, "snapshot of zero tokens");
+  for (const auto* l : layers)
+    if (l->length() < n_tokens || l->pool().get() != &pool)
+      fail(ErrorKind::InvalidArgument, "snapshot prefix of ", n_tokens, " tokens is longer than the cache (",
+           l->length(), ") or layers come from different pools");
+
+  // Payload iovecs straight over the block memory, with the checksum on the way.
+  static const std::vector<uint8_t> zeros(kPage, 0);
+  std::vector<iovec> body;
+  uint64_t payload = 0;
+  uint32_t pcrc = 0;
+  for (const auto* l : layers) {
+    const LayerPool& lp = l->layer_pool();
+    std::lock_guard<std::mutex> lk(lp.mutex());  // block addresses, read off the engine thread
+    for (int r = 0; r < 4; ++r) {
+      const size_t bb = lp.region_block_bytes(r);
+      for (int64_t b = 0; b < n_blocks && bb; ++b) {
+        uint8_t* p = lp.region(r, l->block_table()[static_cast<size_t>(b)]);
+        body.push_back({p, bb});
+        pcrc = crc32c(pcrc, p, bb);
+        payload += bb;
+      }
+      const size_t pad = page_up(payload) - payload;
+      if (pad) {
+        body.push_back({const_cast<uint8_t*>(zeros.data()), pad});
+        pcrc = crc32c(pcrc, zeros.data(), pad);
+        payload += pad;
+      }
+    }
+  }
+  nlohmann::json meta = {{"model", key.model},   {"tokenizer", key.tokenizer}, {"scheme", key.scheme},
+                         {"geometry", geometry(pool)}, {"tokens", tokens},       {"blocks", n_blocks}};
+  const std::string js = meta.dump();
+  std::vector<uint8_t> head(page_up(kFixed + js.size()), 0);
+  std::memcpy(head.data(), kMagic, 8);
+  const uint64_t jl = js.size();
+  std::memcpy(head.data() + 8, &jl, 8);
+  std::memcpy(head.data() + 20, &pcrc, 4);
+  std::memcpy(head.data() + 24, &payload, 8);
+  std::memcpy(head.data() + kFixed, js.data(), js.size());
+  uint32_t hcrc = crc32c(crc32c(0, head.data() + 20, 12), js.data(), js.size());
+  std::memcpy(head.data() + 16, &hcrc, 4);
+
+  namespace fs = std::filesystem;
+  static std::atomic<uint64_t> counter{0};
+  const fs::path final_path(path);
+  const fs::path dir = final_path.has_parent_path() ? final_path.parent_path() : fs::path(".");
+  const std::string tmp =
+      (dir / str_cat(".", final_path.filename().string(), ".tmp.", ::getpid(), ".", counter++)).string();
+  try {
+    Fd f{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)};
+    if (f.fd < 0) fail(ErrorKind::Io, "cannot create snapshot ", tmp, ": ", std::strerror(errno));
+    std::vector<iovec> all;
+    all.push_back({head.data(), head.size()});
+    all.insert(all.end(), body.begin(), body.end());
+    uint64_t at = 0;
+    write_all(f.fd, all, at, hooks, tmp);
+    if (::fsync(f.fd) != 0) fail(ErrorKind::Io, "fsync of snapshot ", tmp, ": ", std::strerror(errno));
+    if (::rename(tmp.c_str(), path.c_str()) != 0)
+      fail(ErrorKind::Io, "rename of snapshot to ", path, ": ", std::strerror(errno));
+    Fd d{::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
+    if (d.fd >= 0) ::fsync(d.fd);
+    return at;
+  } catch (...) {
+    ::unlink(tmp.c_str());
+    throw;
+  }
+}
+
+SnapshotInfo read_snapshot_info(const std::string& path) {
+  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (f.fd < 0) fail(ErrorKind::NotFound, "cannot open snapshot ", path, ": ", std::strerror(errno));
+  Header h = read_header(f.fd, path);
+  SnapshotInfo info;
+  try {
+    info.key = key_of(h.meta);
+    info.tokens = h.meta.at("tokens").get<std::vector<int32_t>>();
+  } catch (const nlohmann::json::exception&) {
+    fail(ErrorKind::BadFormat, "snapshot ", path, " has a corrupt header");
+  }
+  info.file_bytes = h.file_bytes;
+  return info;
+}
+
+std::unique_ptr<SequenceCache> restore_snapshot(const std::string& path, Pool& pool, const SnapshotKey& key,
+                                                std::vector<int32_t>* tokens_out) {
+  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (f.fd < 0) fail(ErrorKind::NotFound, "cannot open snapshot ", path, ": ", std::strerror(errno));
+  Header h = read_header(f.fd, path);
+  std::vector<int32_t> tokens;
+  int64_t n_blocks = 0;
+  try {
+    if (key_of(h.meta) != key)
+      fail(ErrorKind::InvalidArgument, "snapshot ", path, " belongs to another model, tokenizer or KV scheme (",
+           h.meta.at("model").get<std::string>(), ", ", h.meta.at("scheme").get<std::string>(), ")");
+    if (h.meta.at("geometry") != geometry(pool))
+      fail(ErrorKind::InvalidArgument, "snapshot ", path, " was written with another block size, quantization or layout (",
+           h.meta.at("geometry").dump(), ")");
+    tokens = h.meta.at("tokens").get<std::vector<int32_t>>();
+    n_blocks = h.meta.at("blocks").get<int64_t>();
+  } catch (const nlohmann::json::exception&) {
+    fail(ErrorKind::BadFormat, "snapshot ", path, " has a corrupt header");
+  }
+  const int64_t bs = pool.options().block_size;
+  if (tokens.empty() || n_blocks != (static_cast<int64_t>(tokens.size()) + bs - 1) / bs)
+    fail(ErrorKind::BadFormat, "snapshot ", path, " has inconsistent token and block counts");
+  // Expected layout, per layer, from the pool's own geometry.
+  std::vector<std::array<size_t, 4>> offsets;
+  size_t at = 0;
+  for (int i = 0; i < pool.num_layers(); ++i) {
+    const LayerPool* lp = pool.layer(i);
+    if (!lp) fail(ErrorKind::Unsupported, "snapshots of sliding-window layers are not supported");
+    std::array<size_t, 4> off{};
+    for (int r = 0; r < 4; ++r) {
+      off[static_cast<size_t>(r)] = at;
+      at = page_up(at + lp->region_block_bytes(r) * static_cast<size_t>(n_blocks));
+    }
+    offsets.push_back(off);
+  }
+  if (at != h.payload_bytes) fail(ErrorKind::BadFormat, "snapshot ", path, " payload size does not match its header");
+
+  // One page-aligned buffer; the pool adopts it as slabs after the checksum holds.
+  void* mem = std::aligned_alloc(kPage, std::max<size_t>(page_up(at), kPage));
+  if (!mem) fail(ErrorKind::ResourceExhausted, "cannot allocate ", at, " bytes to restore ", path);
+  auto storage = Storage::adopt(mem, at, Device::CPU, [](void* p) { std::free(p); });
+  read_exact(f.fd, mem, at, h.payload_offset, path);
+  if (crc32c(0, mem, at) != h.payload_crc) fail(ErrorKind::BadFormat, "snapshot ", path, " payload checksum mismatch");
+
+  auto seq = pool.new_sequence();
+  for (int i = 0; i < pool.num_layers(); ++i) {
+    LayerPool* lp = pool.layer(i);
+    const int32_t base = lp->adopt_slab(storage, offsets[static_cast<size_t>(i)], n_blocks);
+    std::vector<int32_t> table(static_cast<size_t>(n_blocks));
+    for (int64_t b = 0; b < n_blocks; ++b) table[static_cast<size_t>(b)] = base + static_cast<int32_t>(b);
+    dynamic_cast<PagedLayerCache&>(seq->layer(i)).adopt(std::move(table), static_cast<int64_t>(tokens.size()));
+  }
+  if (tokens_out) *tokens_out = std::move(tokens);
+  return seq;
+}
+
+std::string layout_fingerprint(const std::vector<LayerSpec>& layers, DType dtype, const std::string& identity) {
+  std::string s = identity + "|" + dtype_name(dtype);
+  for (const auto& l : layers) s += str_cat("|", l.kv_heads, "x", l.head_dim, "x", l.v_head_dim, "w", l.window);
+  return str_cat(std::hex, crc32c(0, s.data(), s.size()), "-", layers.size(), "L");
+}
+
+}  // namespace ingot::kv

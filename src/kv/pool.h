@@ -31,7 +31,7 @@ const char* kv_quant_name(KvQuant q);
 struct PoolOptions {
   int block_size = 16;
   KvQuant quant = KvQuant::None;
-  int group_size = 64;           // affine group along head_dim (clamped to head_dim)
+  int group_size = 64;           // affine group along head_dim (a narrower head: head_dim / 4)
   int64_t initial_blocks = 64;   // per layer
   double growth = 1.5;           // a new slab adds (growth - 1) x the current blocks
   AttendPath path = AttendPath::Gather;

@@ -60,6 +60,7 @@ double decode_tok_s(SequenceCache& c, int64_t ctx, int steps, std::mt19937& rng)
 
 int main(int argc, char** argv) {
   int layers = 4, steps = 8, threads = 0;
+  bool decode = true;
   std::vector<int64_t> contexts = {512, 4096, 16384};
   std::string dir = "/tmp";
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -68,6 +69,7 @@ int main(int argc, char** argv) {
     else if (a == "--steps") steps = std::stoi(v);
     else if (a == "--dir") dir = v;
     else if (a == "--threads") threads = std::stoi(v);
+    else if (a == "--decode") decode = v != "0";
     else if (a == "--contexts") {
       contexts.clear();
       for (size_t at = 0; at < v.size();) {
@@ -94,9 +96,10 @@ int main(int argc, char** argv) {
     const char* kind;
     int bs;
   };
-  for (Cfg cfg : {Cfg{"contiguous", "contiguous", 16}, Cfg{"paged-gather bs16", "paged", 16},
+  for (Cfg cfg : std::vector<Cfg>{Cfg{"contiguous", "contiguous", 16}, Cfg{"paged-gather bs16", "paged", 16},
                   Cfg{"paged-direct bs16", "paged-direct", 16}, Cfg{"paged-direct bs32", "paged-direct", 32},
                   Cfg{"kv8 direct bs16", "kv8", 16}, Cfg{"kv4 direct bs16", "kv4", 16}}) {
+    if (!decode) break;
     std::printf("%-22s", cfg.name);
     for (int64_t ctx : contexts) {
       std::mt19937 rng(1);
@@ -132,10 +135,13 @@ int main(int argc, char** argv) {
     uint64_t bytes = write_snapshot(path, *seq, toks, key);
     double w = std::chrono::duration<double>(Clock::now() - t0).count();
     auto pool2 = Pool::create(layout, DType::BF16, Device::CPU, o);
-    t0 = Clock::now();
-    auto back = restore_snapshot(path, *pool2, key);
-    double r = std::chrono::duration<double>(Clock::now() - t0).count();
-    std::printf("snapshot %.1f MiB: write (incl. fsync) %.2f GB/s, restore (warm page cache) %.2f GB/s\n",
+    double r = 1e30;
+    for (int rep = 0; rep < 3; ++rep) {  // best of three: the first may read from the disk
+      t0 = Clock::now();
+      auto back = restore_snapshot(path, *pool2, key);
+      r = std::min(r, std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+    std::printf("snapshot %.1f MiB: write (incl. fsync) %.2f GB/s, restore (best of 3) %.2f GB/s\n",
                 static_cast<double>(bytes) / (1 << 20), static_cast<double>(bytes) / w / 1e9,
                 static_cast<double>(bytes) / r / 1e9);
     std::filesystem::remove(path);

@@ -1,6 +1,7 @@
 #include "kv/snapshot.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -13,7 +14,8 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "kv/crc32c.h"
+#include <xxhash.h>
+
 #include "kv/paged.h"
 #include "util/error.h"
 
@@ -23,7 +25,7 @@ namespace {
 
 constexpr char kMagic[8] = {'I', 'N', 'G', 'O', 'T', 'K', 'V', '1'};
 constexpr size_t kPage = 4096;
-constexpr size_t kFixed = 8 + 8 + 4 + 4 + 8;  // magic, json length, header crc, payload crc, payload bytes
+constexpr size_t kFixed = 8 + 8 + 8 + 8 + 8;  // magic, json length, header hash, payload hash, payload bytes
 constexpr int kMaxIov = 64;                   // iovecs per pwritev batch
 
 size_t page_up(size_t v) { return (v + kPage - 1) / kPage * kPage; }
@@ -96,9 +98,20 @@ void read_exact(int fd, void* dst, size_t n, uint64_t at, const std::string& pat
   }
 }
 
+// XXH3-64 over the payload hash, payload size and the JSON.
+uint64_t header_hash_of(const uint8_t* fixed, const std::string& js) {
+  XXH3_state_t* st = XXH3_createState();
+  XXH3_64bits_reset(st);
+  XXH3_64bits_update(st, fixed + 24, 16);
+  XXH3_64bits_update(st, js.data(), js.size());
+  const uint64_t h = XXH3_64bits_digest(st);
+  XXH3_freeState(st);
+  return h;
+}
+
 struct Header {
   nlohmann::json meta;
-  uint32_t payload_crc = 0;
+  uint64_t payload_hash = 0;
   uint64_t payload_bytes = 0;
   uint64_t payload_offset = 0;
   uint64_t file_bytes = 0;
@@ -113,19 +126,16 @@ Header read_header(int fd, const std::string& path) {
   uint8_t fixed[kFixed];
   read_exact(fd, fixed, kFixed, 0, path);
   if (std::memcmp(fixed, kMagic, 8) != 0) fail(ErrorKind::BadFormat, path, " is not an ingot KV snapshot");
-  uint64_t json_len = 0;
-  uint32_t header_crc = 0;
+  uint64_t json_len = 0, header_hash = 0;
   std::memcpy(&json_len, fixed + 8, 8);
-  std::memcpy(&header_crc, fixed + 16, 4);
-  std::memcpy(&h.payload_crc, fixed + 20, 4);
-  std::memcpy(&h.payload_bytes, fixed + 24, 8);
+  std::memcpy(&header_hash, fixed + 16, 8);
+  std::memcpy(&h.payload_hash, fixed + 24, 8);
+  std::memcpy(&h.payload_bytes, fixed + 32, 8);
   if (json_len > (64u << 20) || kFixed + json_len > h.file_bytes)
     fail(ErrorKind::BadFormat, "snapshot ", path, " has a corrupt header");
   std::string js(json_len, '\0');
   read_exact(fd, js.data(), json_len, kFixed, path);
-  uint32_t c = crc32c(0, fixed + 20, 12);
-  c = crc32c(c, js.data(), js.size());
-  if (c != header_crc) fail(ErrorKind::BadFormat, "snapshot ", path, " header checksum mismatch");
+  if (header_hash_of(fixed, js) != header_hash) fail(ErrorKind::BadFormat, "snapshot ", path, " header checksum mismatch");
   try {
     h.meta = nlohmann::json::parse(js);
   } catch (const std::exception&) {
@@ -160,7 +170,8 @@ uint64_t write_snapshot(const std::string& path, const SequenceCache& seq, const
   static const std::vector<uint8_t> zeros(kPage, 0);
   std::vector<iovec> body;
   uint64_t payload = 0;
-  uint32_t pcrc = 0;
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> hs(XXH3_createState(), &XXH3_freeState);
+  XXH3_64bits_reset(hs.get());
   for (const auto* l : layers) {
     const LayerPool& lp = l->layer_pool();
     std::lock_guard<std::mutex> lk(lp.mutex());  // block addresses, read off the engine thread
@@ -169,13 +180,13 @@ uint64_t write_snapshot(const std::string& path, const SequenceCache& seq, const
       for (int64_t b = 0; b < n_blocks && bb; ++b) {
         uint8_t* p = lp.region(r, l->block_table()[static_cast<size_t>(b)]);
         body.push_back({p, bb});
-        pcrc = crc32c(pcrc, p, bb);
+        XXH3_64bits_update(hs.get(), p, bb);
         payload += bb;
       }
       const size_t pad = page_up(payload) - payload;
       if (pad) {
         body.push_back({const_cast<uint8_t*>(zeros.data()), pad});
-        pcrc = crc32c(pcrc, zeros.data(), pad);
+        XXH3_64bits_update(hs.get(), zeros.data(), pad);
         payload += pad;
       }
     }
@@ -187,11 +198,12 @@ uint64_t write_snapshot(const std::string& path, const SequenceCache& seq, const
   std::memcpy(head.data(), kMagic, 8);
   const uint64_t jl = js.size();
   std::memcpy(head.data() + 8, &jl, 8);
-  std::memcpy(head.data() + 20, &pcrc, 4);
-  std::memcpy(head.data() + 24, &payload, 8);
+  const uint64_t phash = XXH3_64bits_digest(hs.get());
+  std::memcpy(head.data() + 24, &phash, 8);
+  std::memcpy(head.data() + 32, &payload, 8);
   std::memcpy(head.data() + kFixed, js.data(), js.size());
-  uint32_t hcrc = crc32c(crc32c(0, head.data() + 20, 12), js.data(), js.size());
-  std::memcpy(head.data() + 16, &hcrc, 4);
+  const uint64_t hh = header_hash_of(head.data(), js);
+  std::memcpy(head.data() + 16, &hh, 8);
 
   namespace fs = std::filesystem;
   static std::atomic<uint64_t> counter{0};
@@ -272,11 +284,27 @@ std::unique_ptr<SequenceCache> restore_snapshot(const std::string& path, Pool& p
   if (at != h.payload_bytes) fail(ErrorKind::BadFormat, "snapshot ", path, " payload size does not match its header");
 
   // One page-aligned buffer; the pool adopts it as slabs after the checksum holds.
-  void* mem = std::aligned_alloc(kPage, std::max<size_t>(page_up(at), kPage));
-  if (!mem) fail(ErrorKind::ResourceExhausted, "cannot allocate ", at, " bytes to restore ", path);
-  auto storage = Storage::adopt(mem, at, Device::CPU, [](void* p) { std::free(p); });
-  read_exact(f.fd, mem, at, h.payload_offset, path);
-  if (crc32c(0, mem, at) != h.payload_crc) fail(ErrorKind::BadFormat, "snapshot ", path, " payload checksum mismatch");
+  // The payload is page-aligned in the file and laid out as slabs, so a private
+  // file mapping is the restored memory: page-cache pages, no copy and no fresh
+  // zeroed pages (which cost more than the read itself). Blocks are published,
+  // so they are only written after being freed and reused: those pages copy on
+  // write and the file never changes. Reading into anonymous memory is the fallback.
+  const size_t map_bytes = std::max<size_t>(at, 1);
+  // Not MAP_POPULATE: write-populating a private map would copy every page.
+  void* mem = ::mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE, f.fd,
+                     static_cast<off_t>(h.payload_offset));
+  if (mem == MAP_FAILED) {
+    mem = ::mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) fail(ErrorKind::ResourceExhausted, "cannot allocate ", at, " bytes to restore ", path);
+    try {
+      read_exact(f.fd, mem, at, h.payload_offset, path);
+    } catch (...) {
+      ::munmap(mem, map_bytes);
+      throw;
+    }
+  }
+  auto storage = Storage::adopt(mem, at, Device::CPU, [map_bytes](void* p) { ::munmap(p, map_bytes); });
+  if (XXH3_64bits(mem, at) != h.payload_hash) fail(ErrorKind::BadFormat, "snapshot ", path, " payload checksum mismatch");
 
   auto seq = pool.new_sequence();
   for (int i = 0; i < pool.num_layers(); ++i) {
@@ -293,7 +321,7 @@ std::unique_ptr<SequenceCache> restore_snapshot(const std::string& path, Pool& p
 std::string layout_fingerprint(const std::vector<LayerSpec>& layers, DType dtype, const std::string& identity) {
   std::string s = identity + "|" + dtype_name(dtype);
   for (const auto& l : layers) s += str_cat("|", l.kv_heads, "x", l.head_dim, "x", l.v_head_dim, "w", l.window);
-  return str_cat(std::hex, crc32c(0, s.data(), s.size()), "-", layers.size(), "L");
+  return str_cat(std::hex, XXH3_64bits(s.data(), s.size()), "-", std::dec, layers.size(), "L");
 }
 
 }  // namespace ingot::kv

@@ -1,7 +1,7 @@
 // SSD snapshots of an immutable (published) prefix of a paged sequence.
 //
 // File: one header page block (magic, JSON length, header and payload
-// CRC-32C, then JSON metadata: key, geometry, token ids, payload layout),
+// XXH3-64 hashes, then JSON metadata: key, geometry, token ids, payload layout),
 // padded to 4 KiB, then the payload: for every layer its four block regions
 // (K codes, K params, V codes, V params), each the sequence's blocks in table
 // order, each region padded to 4 KiB. That is exactly a pool slab's layout,

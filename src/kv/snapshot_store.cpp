@@ -3,7 +3,8 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "kv/crc32c.h"
+#include <xxhash.h>
+
 #include "kv/paged.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -57,8 +58,8 @@ void SnapshotStore::scan() {
 }
 
 std::string SnapshotStore::path_for(const std::vector<int32_t>& tokens) const {
-  uint32_t h = crc32c(0, tokens.data(), tokens.size() * sizeof(int32_t));
-  h = crc32c(h, key_.model.data(), key_.model.size());
+  const uint64_t h = XXH3_64bits_withSeed(tokens.data(), tokens.size() * sizeof(int32_t),
+                                          XXH3_64bits(key_.model.data(), key_.model.size()));
   return (fs::path(dir_) / str_cat(std::hex, h, "-", std::dec, tokens.size(), ".ikv")).string();
 }
 

@@ -4,6 +4,7 @@
 // or dequantized on the way: the fusion) and folding them into per-head
 // running (max, sum, accumulator) state.
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -24,21 +25,62 @@ std::map<Device, PagedAttentionFn>& kernels() {
   return m;
 }
 
-// Rows [slot0, slot0 + n) of head `h` of one block plane, as float32 [n, dim].
-void load_rows(const LayerPool& lp, bool is_v, int32_t id, int64_t h, int64_t slot0, int64_t n, float* out) {
+// Dequantizes n rows of `dim` codes (+ per-group scale, bias) into out.
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void dequant_tile(KvQuant q, const uint8_t* codes, const float* params, int64_t n, int64_t dim, int64_t group,
+                  size_t row_bytes, size_t row_params, float* out) {
+  for (int64_t r = 0; r < n; ++r) {
+    const uint8_t* c = codes + static_cast<size_t>(r) * row_bytes;
+    const float* pr = params + static_cast<size_t>(r) * row_params;
+    float* o = out + r * dim;
+    for (int64_t g0 = 0, gi = 0; g0 < dim; g0 += group, ++gi) {
+      const float sc = pr[2 * gi], bi = pr[2 * gi + 1];
+      if (q == KvQuant::Q8) {
+#pragma omp simd
+        for (int64_t x = g0; x < g0 + group; ++x) o[x] = static_cast<float>(c[x]) * sc + bi;
+      } else {
+#pragma omp simd
+        for (int64_t x = g0 / 2; x < (g0 + group) / 2; ++x) {
+          o[2 * x] = static_cast<float>(c[x] & 15) * sc + bi;
+          o[2 * x + 1] = static_cast<float>(c[x] >> 4) * sc + bi;
+        }
+      }
+    }
+  }
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void bf16_tile(const uint16_t* src, int64_t n, float* out) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t u = static_cast<uint32_t>(src[i]) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    out[i] = f;
+  }
+}
+
+// Rows [slot0, slot0 + n) of head `h` of one block plane as float32 [n, dim]:
+// a pointer into the pool for float32 rows, else converted into `tile`.
+const float* load_rows(const LayerPool& lp, bool is_v, int32_t id, int64_t h, int64_t slot0, int64_t n,
+                       float* tile) {
   const PlaneGeometry& g = lp.plane(is_v);
   const KvQuant q = lp.options().quant;
   const int64_t bs = lp.block_size();
   const uint8_t* codes = lp.region(is_v ? kVCodes : kKCodes, id) + static_cast<size_t>(h * bs + slot0) * g.row_code_bytes;
   if (q == KvQuant::None) {
-    cpu::to_f32(codes, lp.elem_dtype(), n * g.dim, out);
-    return;
+    if (lp.elem_dtype() == DType::F32) return reinterpret_cast<const float*>(codes);
+    if (lp.elem_dtype() == DType::BF16) {
+      bf16_tile(reinterpret_cast<const uint16_t*>(codes), n * g.dim, tile);
+    } else {
+      cpu::to_f32(codes, lp.elem_dtype(), n * g.dim, tile);
+    }
+    return tile;
   }
   const auto* params = reinterpret_cast<const float*>(lp.region(is_v ? kVParams : kKParams, id)) +
                        static_cast<size_t>(h * bs + slot0) * g.row_param_floats;
-  for (int64_t r = 0; r < n; ++r)
-    dequantize_row(q, codes + static_cast<size_t>(r) * g.row_code_bytes, params + static_cast<size_t>(r) * g.row_param_floats,
-                   g.dim, g.group, out + r * g.dim);
+  dequant_tile(q, codes, params, n, g.dim, g.group, g.row_code_bytes, g.row_param_floats, tile);
+  return tile;
 }
 
 // Scores of one query row against n key rows, then the online-softmax update.
@@ -108,11 +150,11 @@ Tensor paged_attention_cpu(const Tensor& q_in, const PagedKV& kv, const AttnPara
       for (int64_t blk = lo / bs; hi >= lo && blk <= hi / bs; ++blk) {
         const int64_t j0 = std::max(lo, blk * bs), j1 = std::min(hi, blk * bs + bs - 1), n = j1 - j0 + 1;
         const int32_t id = kv.table[blk];
-        load_rows(lp, false, id, kh, j0 - blk * bs, n, kt.data());
-        load_rows(lp, true, id, kh, j0 - blk * bs, n, vt.data());
+        const float* kr = load_rows(lp, false, id, kh, j0 - blk * bs, n, kt.data());
+        const float* vr = load_rows(lp, true, id, kh, j0 - blk * bs, n, vt.data());
         for (int64_t r = 0; r < group; ++r) {
           const int64_t hh = kh * group + r;
-          fold_block(pq + (i * h + hh) * d, kt.data(), vt.data(), n, d, dv, p.scale, p.softcap, scores.data(),
+          fold_block(pq + (i * h + hh) * d, kr, vr, n, d, dv, p.scale, p.softcap, scores.data(),
                      m[static_cast<size_t>(r)], l[static_cast<size_t>(r)], acc.data() + r * dv);
         }
       }

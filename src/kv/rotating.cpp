@@ -63,6 +63,15 @@ void RotatingLayerCache::trim(int64_t n) {
   len_ -= n;
 }
 
+void RotatingLayerCache::adopt(Tensor k, Tensor v, int64_t length) {
+  INGOT_CHECK(len_ == 0 && k.dim(0) == v.dim(0) && k.dim(0) <= length && k.dtype() == dtype_);
+  kept_ = k.dim(0);
+  k_ = std::move(k);
+  v_ = std::move(v);
+  head_ = 0;
+  len_ = length;
+}
+
 std::unique_ptr<LayerCache> RotatingLayerCache::clone() const {
   auto c = std::make_unique<RotatingLayerCache>(spec_, dtype_, device_, slack_);
   if (kept_) {

@@ -21,6 +21,10 @@ class RotatingLayerCache final : public LayerCache {
   // Rows held now (bounded by window - 1 + slack + the last append).
   int64_t kept() const { return kept_; }
   int64_t capacity() const { return k_.defined() ? k_.dim(0) : 0; }
+  // Takes kept rows k [n, KVH, D], v [n, KVH, Dv] (e.g. a mapped snapshot) as
+  // the last n of `length` tokens. The buffer is replaced on the next append
+  // that does not fit, so adopted memory is written only after a trim.
+  void adopt(Tensor k, Tensor v, int64_t length);
 
  private:
   LayerSpec spec_;

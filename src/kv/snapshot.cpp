@@ -17,6 +17,7 @@
 #include <xxhash.h>
 
 #include "kv/paged.h"
+#include "kv/rotating.h"
 #include "util/error.h"
 
 namespace ingot::kv {
@@ -37,16 +38,32 @@ struct Fd {
   }
 };
 
-std::vector<const PagedLayerCache*> paged_layers(const SequenceCache& seq_in) {
+// Each layer of a snapshotted sequence: paged (blocks) or rotating (its live rows).
+struct LayerView {
+  const PagedLayerCache* paged = nullptr;
+  const RotatingLayerCache* rot = nullptr;
+};
+
+std::vector<LayerView> snapshot_layers(const SequenceCache& seq_in, const Pool** pool) {
   auto& seq = const_cast<SequenceCache&>(seq_in);
-  std::vector<const PagedLayerCache*> v;
+  std::vector<LayerView> v;
+  *pool = nullptr;
   for (int i = 0; i < seq.num_layers(); ++i) {
-    auto* p = dynamic_cast<const PagedLayerCache*>(&seq.layer(i));
-    if (!p) fail(ErrorKind::Unsupported, "snapshots need every layer paged (layer ", i, " is not)");
-    v.push_back(p);
+    LayerView lv;
+    lv.paged = dynamic_cast<const PagedLayerCache*>(&seq.layer(i));
+    lv.rot = dynamic_cast<const RotatingLayerCache*>(&seq.layer(i));
+    if (!lv.paged && !lv.rot) fail(ErrorKind::Unsupported, "snapshots need paged or rotating layers (layer ", i, ")");
+    if (lv.paged && !*pool) *pool = lv.paged->pool().get();
+    if (lv.paged && lv.paged->pool().get() != *pool) fail(ErrorKind::InvalidArgument, "snapshot layers come from different pools");
+    v.push_back(lv);
   }
-  if (v.empty()) fail(ErrorKind::InvalidArgument, "snapshot of an empty model");
+  if (!*pool) fail(ErrorKind::Unsupported, "snapshots need at least one paged layer");
   return v;
+}
+
+// Bytes of a rotating layer's kept rows in one plane.
+size_t rotating_bytes(const LayerSpec& s, DType dt, int64_t kept, bool v) {
+  return static_cast<size_t>(kept * s.kv_heads * (v ? s.v_head_dim : s.head_dim)) * dtype_size(dt);
 }
 
 nlohmann::json geometry(const Pool& pool) {
@@ -156,15 +173,20 @@ SnapshotKey key_of(const nlohmann::json& m) {
 
 uint64_t write_snapshot(const std::string& path, const SequenceCache& seq, const std::vector<int32_t>& tokens,
                         const SnapshotKey& key, const SnapshotWriteHooks& hooks) {
-  auto layers = paged_layers(seq);
-  const Pool& pool = *layers[0]->pool();
+  const Pool* pool_ptr = nullptr;
+  auto layers = snapshot_layers(seq, &pool_ptr);
+  const Pool& pool = *pool_ptr;
   const auto n_tokens = static_cast<int64_t>(tokens.size());
   const int64_t bs = pool.options().block_size, n_blocks = (n_tokens + bs - 1) / bs;
   if (n_tokens == 0) fail(ErrorKind::InvalidArgument, "snapshot of zero tokens");
-  for (const auto* l : layers)
-    if (l->length() < n_tokens || l->pool().get() != &pool)
+  for (const auto& l : layers) {
+    if (l.paged && l.paged->length() < n_tokens)
       fail(ErrorKind::InvalidArgument, "snapshot prefix of ", n_tokens, " tokens is longer than the cache (",
-           l->length(), ") or layers come from different pools");
+           l.paged->length(), ")");
+    if (l.rot && l.rot->length() != n_tokens)
+      fail(ErrorKind::InvalidArgument, "a sliding-window layer can only be snapshotted at its full length (",
+           l.rot->length(), " tokens, not ", n_tokens, ")");
+  }
 
   // Payload iovecs straight over the block memory, with the checksum on the way.
   static const std::vector<uint8_t> zeros(kPage, 0);
@@ -172,27 +194,37 @@ uint64_t write_snapshot(const std::string& path, const SequenceCache& seq, const
   uint64_t payload = 0;
   std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> hs(XXH3_createState(), &XXH3_freeState);
   XXH3_64bits_reset(hs.get());
-  for (const auto* l : layers) {
-    const LayerPool& lp = l->layer_pool();
+  auto add = [&](const void* p, size_t n) {
+    if (!n) return;
+    body.push_back({const_cast<void*>(p), n});
+    XXH3_64bits_update(hs.get(), p, n);
+    payload += n;
+  };
+  auto pad_page = [&] { add(zeros.data(), page_up(payload) - payload); };
+  std::vector<int64_t> kept;
+  for (const auto& l : layers) {
+    if (l.rot) {
+      int64_t first = 0;
+      auto [k, v] = l.rot->fetch(&first);
+      kept.push_back(l.rot->length() - first);
+      add(k.raw(), k.nbytes());
+      pad_page();
+      add(v.raw(), v.nbytes());
+      pad_page();
+      continue;
+    }
+    kept.push_back(0);
+    const LayerPool& lp = l.paged->layer_pool();
     std::lock_guard<std::mutex> lk(lp.mutex());  // block addresses, read off the engine thread
     for (int r = 0; r < 4; ++r) {
       const size_t bb = lp.region_block_bytes(r);
-      for (int64_t b = 0; b < n_blocks && bb; ++b) {
-        uint8_t* p = lp.region(r, l->block_table()[static_cast<size_t>(b)]);
-        body.push_back({p, bb});
-        XXH3_64bits_update(hs.get(), p, bb);
-        payload += bb;
-      }
-      const size_t pad = page_up(payload) - payload;
-      if (pad) {
-        body.push_back({const_cast<uint8_t*>(zeros.data()), pad});
-        XXH3_64bits_update(hs.get(), zeros.data(), pad);
-        payload += pad;
-      }
+      for (int64_t b = 0; b < n_blocks && bb; ++b) add(lp.region(r, l.paged->block_table()[static_cast<size_t>(b)]), bb);
+      pad_page();
     }
   }
   nlohmann::json meta = {{"model", key.model},   {"tokenizer", key.tokenizer}, {"scheme", key.scheme},
-                         {"geometry", geometry(pool)}, {"tokens", tokens},       {"blocks", n_blocks}};
+                         {"geometry", geometry(pool)}, {"tokens", tokens},       {"blocks", n_blocks},
+                         {"kept", kept}};
   const std::string js = meta.dump();
   std::vector<uint8_t> head(page_up(kFixed + js.size()), 0);
   std::memcpy(head.data(), kMagic, 8);
@@ -253,6 +285,7 @@ std::unique_ptr<SequenceCache> restore_snapshot(const std::string& path, Pool& p
   Header h = read_header(f.fd, path);
   std::vector<int32_t> tokens;
   int64_t n_blocks = 0;
+  std::vector<int64_t> kept;
   try {
     if (key_of(h.meta) != key)
       fail(ErrorKind::InvalidArgument, "snapshot ", path, " belongs to another model, tokenizer or KV scheme (",
@@ -262,19 +295,32 @@ std::unique_ptr<SequenceCache> restore_snapshot(const std::string& path, Pool& p
            h.meta.at("geometry").dump(), ")");
     tokens = h.meta.at("tokens").get<std::vector<int32_t>>();
     n_blocks = h.meta.at("blocks").get<int64_t>();
+    kept = h.meta.at("kept").get<std::vector<int64_t>>();
   } catch (const nlohmann::json::exception&) {
     fail(ErrorKind::BadFormat, "snapshot ", path, " has a corrupt header");
   }
   const int64_t bs = pool.options().block_size;
-  if (tokens.empty() || n_blocks != (static_cast<int64_t>(tokens.size()) + bs - 1) / bs)
+  if (tokens.empty() || n_blocks != (static_cast<int64_t>(tokens.size()) + bs - 1) / bs ||
+      static_cast<int>(kept.size()) != pool.num_layers())
     fail(ErrorKind::BadFormat, "snapshot ", path, " has inconsistent token and block counts");
   // Expected layout, per layer, from the pool's own geometry.
   std::vector<std::array<size_t, 4>> offsets;
   size_t at = 0;
   for (int i = 0; i < pool.num_layers(); ++i) {
     const LayerPool* lp = pool.layer(i);
-    if (!lp) fail(ErrorKind::Unsupported, "snapshots of sliding-window layers are not supported");
     std::array<size_t, 4> off{};
+    if (!lp) {  // rotating: K rows, V rows
+      const LayerSpec& s = pool.layout()[static_cast<size_t>(i)];
+      const int64_t n = kept[static_cast<size_t>(i)];
+      if (n < 0 || n > static_cast<int64_t>(tokens.size()))
+        fail(ErrorKind::BadFormat, "snapshot ", path, " has an inconsistent window layer");
+      off[0] = at;
+      at = page_up(at + rotating_bytes(s, pool.dtype(), n, false));
+      off[1] = at;
+      at = page_up(at + rotating_bytes(s, pool.dtype(), n, true));
+      offsets.push_back(off);
+      continue;
+    }
     for (int r = 0; r < 4; ++r) {
       off[static_cast<size_t>(r)] = at;
       at = page_up(at + lp->region_block_bytes(r) * static_cast<size_t>(n_blocks));
@@ -309,7 +355,16 @@ std::unique_ptr<SequenceCache> restore_snapshot(const std::string& path, Pool& p
   auto seq = pool.new_sequence();
   for (int i = 0; i < pool.num_layers(); ++i) {
     LayerPool* lp = pool.layer(i);
-    const int32_t base = lp->adopt_slab(storage, offsets[static_cast<size_t>(i)], n_blocks);
+    const auto& off = offsets[static_cast<size_t>(i)];
+    if (!lp) {
+      const LayerSpec& s = pool.layout()[static_cast<size_t>(i)];
+      const int64_t n = kept[static_cast<size_t>(i)];
+      Tensor k = Tensor::from_storage(storage, off[0], {n, s.kv_heads, s.head_dim}, pool.dtype());
+      Tensor v = Tensor::from_storage(storage, off[1], {n, s.kv_heads, s.v_head_dim}, pool.dtype());
+      dynamic_cast<RotatingLayerCache&>(seq->layer(i)).adopt(k, v, static_cast<int64_t>(tokens.size()));
+      continue;
+    }
+    const int32_t base = lp->adopt_slab(storage, off, n_blocks);
     std::vector<int32_t> table(static_cast<size_t>(n_blocks));
     for (int64_t b = 0; b < n_blocks; ++b) table[static_cast<size_t>(b)] = base + static_cast<int32_t>(b);
     dynamic_cast<PagedLayerCache&>(seq->layer(i)).adopt(std::move(table), static_cast<int64_t>(tokens.size()));

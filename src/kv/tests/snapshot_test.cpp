@@ -92,6 +92,35 @@ TEST(Snapshot, RoundTripIsBitExactForEveryScheme) {
   }
 }
 
+TEST(Snapshot, SlidingWindowLayersRoundTripAndKeepDecoding) {
+  std::mt19937 rng(35);
+  std::vector<LayerSpec> lay = layout();
+  lay[1].window = 16;  // a rotating layer between two paged ones
+  PoolOptions o = pool_options_for("paged");
+  o.window_slack = 4;
+  auto pool = Pool::create(lay, DType::BF16, Device::CPU, o);
+  SnapshotKey key{"m1", "tok1", pool->scheme()};
+  auto seq = filled(*pool, 45, rng);
+  fs::path d = temp_dir("win");
+  const std::string p = (d / "w.ikv").string();
+  write_snapshot(p, *seq, ids(45), key);
+  EXPECT_THROW(write_snapshot((d / "x.ikv").string(), *seq, ids(40), key), Error)
+      << "a window layer cannot be cut to a shorter prefix";
+  auto back = restore_snapshot(p, *pool, key);
+  AttnParams ap;
+  ap.scale = 0.2f;
+  for (int step = 0; step < 30; ++step) {
+    Tensor k = random_tensor(rng, {1, 2, 32}), v = random_tensor(rng, {1, 2, 32}), q = random_tensor(rng, {1, 4, 32});
+    for (int l = 0; l < 3; ++l) {
+      ap.window = lay[static_cast<size_t>(l)].window;
+      seq->layer(l).append(k, v);
+      back->layer(l).append(k, v);
+      ASSERT_TRUE(same_bytes(seq->layer(l).attend(q, ap), back->layer(l).attend(q, ap))) << "layer " << l;
+    }
+  }
+  fs::remove_all(d);
+}
+
 TEST(Snapshot, ForeignCorruptAndTruncatedFilesAreRefused) {
   std::mt19937 rng(32);
   auto pool = Pool::create(layout(), DType::F32, Device::CPU, pool_options_for("paged"));

@@ -224,6 +224,14 @@ int64_t Pool::total_refs() const {
   return n;
 }
 
+size_t Pool::bytes_per_block() const {
+  size_t n = 0;
+  for (const auto& l : layers_)
+    if (l)
+      for (int r = 0; r < 4; ++r) n += l->region_block_bytes(r);
+  return n;
+}
+
 std::string Pool::scheme() const {
   std::string s = opt_.quant == KvQuant::None ? std::string("paged/") + dtype_name(dtype_)
                                               : str_cat(kv_quant_name(opt_.quant), "/g", opt_.group_size);

@@ -141,6 +141,8 @@ class Pool : public std::enable_shared_from_this<Pool> {
   int64_t total_blocks() const;
   int64_t free_blocks() const { return total_blocks() - used_blocks(); }
   int64_t total_refs() const;
+  // Bytes one block index costs across every paged layer (memory budgets).
+  size_t bytes_per_block() const;
   // "paged/bf16/bs16", "kv8/g64/bs16": what a snapshot must match.
   std::string scheme() const;
 

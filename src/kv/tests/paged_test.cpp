@@ -126,6 +126,7 @@ TEST(Paged, PoolGrowsAndKeepsData) {
     ctg.append(k, v);
   }
   EXPECT_EQ(pool->used_blocks(), (1000 + 15) / 16);
+  EXPECT_EQ(pool->bytes_per_block(), size_t{2 * 16 * 16 * 4});  // K + V, 16 rows of 16 floats
   EXPECT_GT(pool->layer(0)->slab_count(), 3);
   int64_t f = 0;
   EXPECT_TRUE(same_bytes(seq->layer(0).fetch(&f).first, ctg.fetch(&f).first));

@@ -31,7 +31,7 @@ void add_model_flags(CLI::App* sub, ModelFlags& f, bool required) {
   if (required) m->required();
   sub->add_option("--device", f.device, "cpu or cuda")->capture_default_str();
   sub->add_option("--dtype", f.dtype, "auto, float32 or bfloat16")->capture_default_str();
-  sub->add_option("--kv", f.kv, "KV cache: contiguous, paged, kv8 or kv4")->capture_default_str();
+  sub->add_option("--kv", f.kv, "KV cache: contiguous, paged, paged-direct, kv8 or kv4")->capture_default_str();
   sub->add_option("--threads", f.threads, "CPU threads (0: all cores)");
 }
 

@@ -2,6 +2,7 @@
 #include <mutex>
 
 #include "kv/contiguous.h"
+#include "kv/kinds.h"
 #include "models/families.h"
 #include "models/model.h"
 #include "util/error.h"
@@ -22,7 +23,12 @@ std::map<std::string, CacheMaker>& cache_kinds() {
 
 void ensure_builtin() {
   static std::once_flag once;
-  std::call_once(once, [] { register_builtin_families(); });
+  std::call_once(once, [] {
+    register_builtin_families();
+    for (auto& [kind, make] : kv::builtin_store_kinds())
+      register_cache_kind(kind, [make](const std::vector<kv::LayerSpec>& l, DType dt, Device d,
+                                       const CacheOptions&) { return make(l, dt, d); });
+  });
 }
 
 }  // namespace
@@ -46,6 +52,7 @@ std::vector<std::string> supported_model_types() {
 void register_cache_kind(const std::string& kind, CacheMaker maker) { cache_kinds()[kind] = std::move(maker); }
 
 std::unique_ptr<kv::SequenceCache> new_cache(const Model& model, const CacheOptions& opt) {
+  ensure_builtin();
   DType dt = opt.dtype.value_or(model.kv_dtype());
   if (opt.kind == "contiguous") return kv::make_contiguous_cache(model.cache_layout(), dt, model.device());
   auto it = cache_kinds().find(opt.kind);

@@ -1,0 +1,152 @@
+#include "kv/paged.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "kv/paged_attention.h"
+#include "kv/quant.h"
+#include "ops/ops.h"
+#include "util/error.h"
+
+namespace ingot::kv {
+
+namespace {
+
+// Rows of one plane for `tokens` positions starting at `pos` written into the
+// pool: src is [T, KVH, dim] contiguous (cache dtype, or f32 when quantized).
+void write_plane(const LayerPool& lp, bool is_v, const std::vector<int32_t>& table, int64_t pos,
+                 const Tensor& src) {
+  const PlaneGeometry& g = lp.plane(is_v);
+  const int64_t t = src.dim(0), kvh = src.dim(1), bs = lp.block_size();
+  const KvQuant q = lp.options().quant;
+  const int rc = is_v ? kVCodes : kKCodes, rp = is_v ? kVParams : kKParams;
+  const auto* base = static_cast<const uint8_t*>(src.raw());
+  const size_t src_row = q == KvQuant::None ? g.row_code_bytes : static_cast<size_t>(g.dim) * sizeof(float);
+  for (int64_t i = 0; i < t; ++i) {
+    const int64_t p = pos + i;
+    const int32_t id = table[static_cast<size_t>(p / bs)];
+    const int64_t slot = p % bs;
+    uint8_t* codes = lp.region(rc, id);
+    for (int64_t h = 0; h < kvh; ++h) {
+      const uint8_t* row = base + static_cast<size_t>(i * kvh + h) * src_row;
+      const auto r = static_cast<size_t>(h * bs + slot);
+      if (q == KvQuant::None) {
+        std::memcpy(codes + r * g.row_code_bytes, row, g.row_code_bytes);
+      } else {
+        auto* params = reinterpret_cast<float*>(lp.region(rp, id)) + r * g.row_param_floats;
+        quantize_row(q, reinterpret_cast<const float*>(row), g.dim, g.group, codes + r * g.row_code_bytes,
+                     params);
+      }
+    }
+  }
+}
+
+// [len, KVH, dim]: cache dtype rows copied, or dequantized float32.
+Tensor gather_plane(const LayerPool& lp, bool is_v, const std::vector<int32_t>& table, int64_t len) {
+  const PlaneGeometry& g = lp.plane(is_v);
+  const int64_t kvh = lp.spec().kv_heads, bs = lp.block_size();
+  const KvQuant q = lp.options().quant;
+  const int rc = is_v ? kVCodes : kKCodes, rp = is_v ? kVParams : kKParams;
+  Tensor out = Tensor::empty({len, kvh, g.dim}, q == KvQuant::None ? lp.elem_dtype() : DType::F32);
+  auto* dst = static_cast<uint8_t*>(out.raw());
+  const size_t out_row = q == KvQuant::None ? g.row_code_bytes : static_cast<size_t>(g.dim) * sizeof(float);
+  for (int64_t p = 0; p < len; ++p) {
+    const int32_t id = table[static_cast<size_t>(p / bs)];
+    const int64_t slot = p % bs;
+    const uint8_t* codes = lp.region(rc, id);
+    for (int64_t h = 0; h < kvh; ++h) {
+      const auto r = static_cast<size_t>(h * bs + slot);
+      uint8_t* o = dst + static_cast<size_t>(p * kvh + h) * out_row;
+      if (q == KvQuant::None) {
+        std::memcpy(o, codes + r * g.row_code_bytes, g.row_code_bytes);
+      } else {
+        const auto* params = reinterpret_cast<const float*>(lp.region(rp, id)) + r * g.row_param_floats;
+        dequantize_row(q, codes + r * g.row_code_bytes, params, g.dim, g.group, reinterpret_cast<float*>(o));
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+PagedLayerCache::PagedLayerCache(std::shared_ptr<Pool> pool, LayerPool* layer)
+    : pool_(std::move(pool)), lp_(layer) {
+  INGOT_CHECK(lp_ != nullptr);
+}
+
+PagedLayerCache::~PagedLayerCache() { release_from(0); }
+
+void PagedLayerCache::release_from(size_t first_block) {
+  for (size_t i = first_block; i < table_.size(); ++i) lp_->unref(table_[i]);
+  table_.resize(std::min(first_block, table_.size()));
+}
+
+void PagedLayerCache::append(const Tensor& k, const Tensor& v) {
+  const LayerSpec& s = lp_->spec();
+  const int64_t t = k.dim(0), bs = lp_->block_size();
+  if (k.ndim() != 3 || v.ndim() != 3 || k.dim(1) != s.kv_heads || k.dim(2) != s.head_dim || v.dim(0) != t ||
+      v.dim(1) != s.kv_heads || v.dim(2) != s.v_head_dim)
+    fail(ErrorKind::InvalidArgument, "paged KV append: k ", k.describe(), " v ", v.describe(),
+         " do not match the layer (", s.kv_heads, " heads, dims ", s.head_dim, "/", s.v_head_dim, ")");
+  if (t == 0) return;
+  // Own every block that the new rows land in: fresh, or a private copy of a shared one.
+  const auto first = static_cast<size_t>(len_ / bs), last = static_cast<size_t>((len_ + t - 1) / bs);
+  for (size_t b = first; b <= last; ++b) {
+    if (b == table_.size()) {
+      table_.push_back(lp_->alloc());
+    } else if (!lp_->writable(table_[b])) {
+      table_[b] = lp_->copy_on_write(table_[b]);
+    }
+  }
+  const DType dt = lp_->options().quant == KvQuant::None ? lp_->elem_dtype() : DType::F32;
+  Tensor kc = ops::cast(k, dt).contiguous(), vc = ops::cast(v, dt).contiguous();
+  write_plane(*lp_, false, table_, len_, kc);
+  write_plane(*lp_, true, table_, len_, vc);
+  len_ += t;
+}
+
+std::pair<Tensor, Tensor> PagedLayerCache::fetch(int64_t* first_pos) const {
+  *first_pos = 0;
+  return {gather_plane(*lp_, false, table_, len_), gather_plane(*lp_, true, table_, len_)};
+}
+
+Tensor PagedLayerCache::attend(const Tensor& q, AttnParams p) const {
+  if (lp_->options().path == AttendPath::Gather) return LayerCache::attend(q, p);
+  p.q_offset = len_ - q.dim(0);
+  PagedKV kv{lp_, table_.data(), static_cast<int64_t>(table_.size()), len_};
+  return paged_attention(q, kv, p);
+}
+
+void PagedLayerCache::trim(int64_t n) {
+  if (n < 0 || n > len_) fail(ErrorKind::InvalidArgument, "cannot trim ", n, " of ", len_, " cached tokens");
+  len_ -= n;
+  const int64_t bs = lp_->block_size();
+  release_from(static_cast<size_t>((len_ + bs - 1) / bs));
+}
+
+std::unique_ptr<LayerCache> PagedLayerCache::clone() const {
+  auto c = std::make_unique<PagedLayerCache>(pool_, lp_);
+  for (int32_t id : table_) lp_->ref(id);
+  c->table_ = table_;
+  c->len_ = len_;
+  return c;
+}
+
+void PagedLayerCache::publish() {
+  for (int32_t id : table_) lp_->freeze(id);
+}
+
+void PagedLayerCache::adopt(std::vector<int32_t> table, int64_t tokens) {
+  INGOT_CHECK(table_.empty() && len_ == 0, "adopt into a non-empty paged cache");
+  INGOT_CHECK(static_cast<int64_t>(table.size()) * lp_->block_size() >= tokens);
+  table_ = std::move(table);
+  len_ = tokens;
+}
+
+void publish(SequenceCache& seq) {
+  for (int i = 0; i < seq.num_layers(); ++i)
+    if (auto* p = dynamic_cast<PagedLayerCache*>(&seq.layer(i))) p->publish();
+}
+
+}  // namespace ingot::kv

@@ -1,0 +1,49 @@
+// The paged store: one layer's view of a LayerPool through a block table.
+// Rows are written into the block that holds their position; a block that is
+// shared (after clone()) or frozen (published) is copied first.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "kv/pool.h"
+
+namespace ingot::kv {
+
+class PagedLayerCache final : public LayerCache {
+ public:
+  PagedLayerCache(std::shared_ptr<Pool> pool, LayerPool* layer);
+  ~PagedLayerCache() override;
+  PagedLayerCache(const PagedLayerCache&) = delete;
+  PagedLayerCache& operator=(const PagedLayerCache&) = delete;
+
+  int64_t length() const override { return len_; }
+  void append(const Tensor& k, const Tensor& v) override;
+  // Gathers the blocks into contiguous K/V: the cache dtype, or float32
+  // (dequantized) for KV8/KV4.
+  std::pair<Tensor, Tensor> fetch(int64_t* first_pos) const override;
+  // Gather + reference SDPA, or the direct paged kernel (PoolOptions::path).
+  Tensor attend(const Tensor& q, AttnParams p) const override;
+  void trim(int64_t n) override;
+  std::unique_ptr<LayerCache> clone() const override;
+
+  // Freezes every block holding [0, length()): later writes copy them.
+  void publish();
+  const std::vector<int32_t>& block_table() const { return table_; }
+  LayerPool& layer_pool() const { return *lp_; }
+  const std::shared_ptr<Pool>& pool() const { return pool_; }
+  // Takes ownership of one reference to each block of `table` (a restored
+  // snapshot) holding `tokens` tokens.
+  void adopt(std::vector<int32_t> table, int64_t tokens);
+
+ private:
+  void release_from(size_t first_block);
+  std::shared_ptr<Pool> pool_;
+  LayerPool* lp_;
+  std::vector<int32_t> table_;
+  int64_t len_ = 0;
+};
+
+// Freezes every paged layer of `seq` (a prefix that others may now share).
+void publish(SequenceCache& seq);
+
+}  // namespace ingot::kv

@@ -1,0 +1,64 @@
+// SSD snapshots of an immutable (published) prefix of a paged sequence.
+//
+// File: one header page block (magic, JSON length, header and payload
+// XXH3-64 hashes, then JSON metadata: key, geometry, token ids, payload layout),
+// padded to 4 KiB, then the payload: for every paged layer its four block
+// regions (K codes, K params, V codes, V params), each the sequence's blocks
+// in table order, and for every sliding-window (rotating) layer its kept K
+// and V rows; each region padded to 4 KiB. That is exactly a pool slab's layout,
+// so a restore reads the payload into one page-aligned buffer and the pool
+// adopts it as a slab: no copy after the read. A write gathers the pool's
+// blocks with pwritev straight from their memory: no staging copy.
+//
+// Writes are atomic: a temp file in the same directory, fsync, rename, fsync
+// of the directory. Any mismatch (model, tokenizer, scheme, block size,
+// quantization, layout) or a corrupt or truncated file is refused with a
+// clear error before anything touches the pool.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kv/pool.h"
+
+namespace ingot::kv {
+
+// What a snapshot must match to be restored: the model's fingerprint, the
+// tokenizer's, and the KV scheme (Pool::scheme()).
+struct SnapshotKey {
+  std::string model;
+  std::string tokenizer;
+  std::string scheme;
+  bool operator==(const SnapshotKey&) const = default;
+};
+
+struct SnapshotInfo {
+  SnapshotKey key;
+  std::vector<int32_t> tokens;
+  uint64_t file_bytes = 0;
+};
+
+struct SnapshotWriteHooks {
+  // Called after each write batch with the bytes written so far (tests).
+  std::function<void(uint64_t)> progress;
+};
+
+// Writes the first `tokens.size()` tokens of `seq` (every layer paged, from
+// one pool) atomically to `path`. Returns the bytes written.
+uint64_t write_snapshot(const std::string& path, const SequenceCache& seq, const std::vector<int32_t>& tokens,
+                        const SnapshotKey& key, const SnapshotWriteHooks& hooks = {});
+
+// Reads and checks only the header (used to index a directory).
+SnapshotInfo read_snapshot_info(const std::string& path);
+
+// Restores into `pool` (which must match the snapshot's geometry and `key`).
+std::unique_ptr<SequenceCache> restore_snapshot(const std::string& path, Pool& pool, const SnapshotKey& key,
+                                                std::vector<int32_t>* tokens = nullptr);
+
+// A stable fingerprint string for a model's cache layout plus any caller
+// identity (weights hash, name): a snapshot never crosses models.
+std::string layout_fingerprint(const std::vector<LayerSpec>& layers, DType dtype, const std::string& identity);
+
+}  // namespace ingot::kv

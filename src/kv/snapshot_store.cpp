@@ -1,0 +1,171 @@
+#include "kv/snapshot_store.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include <xxhash.h>
+
+#include "kv/paged.h"
+#include "util/error.h"
+#include "util/log.h"
+
+namespace ingot::kv {
+
+namespace fs = std::filesystem;
+
+SnapshotStore::SnapshotStore(std::string dir, SnapshotKey key, uint64_t max_bytes, size_t queue_capacity)
+    : dir_(std::move(dir)), key_(std::move(key)), max_bytes_(max_bytes), capacity_(std::max<size_t>(1, queue_capacity)) {
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  if (!fs::is_directory(dir_)) fail(ErrorKind::Io, "snapshot directory ", dir_, " cannot be created");
+  scan();
+  writer_ = std::thread([this] { writer_loop(); });
+}
+
+SnapshotStore::~SnapshotStore() {
+  flush();
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  writer_.join();
+}
+
+void SnapshotStore::scan() {
+  std::vector<std::pair<fs::file_time_type, Entry>> found;
+  for (const auto& de : fs::directory_iterator(dir_)) {
+    const std::string name = de.path().filename().string();
+    if (name.size() > 4 && name[0] == '.' && name.find(".ikv.tmp.") != std::string::npos) {
+      std::error_code ec;
+      fs::remove(de.path(), ec);  // a write that never finished
+      continue;
+    }
+    if (de.path().extension() != ".ikv") continue;
+    try {
+      SnapshotInfo info = read_snapshot_info(de.path().string());
+      if (!(info.key == key_)) continue;  // another model's: not ours to count or evict
+      found.push_back({fs::last_write_time(de.path()), {de.path().string(), info.tokens, info.file_bytes}});
+    } catch (const Error&) {
+      std::error_code ec;
+      fs::remove(de.path(), ec);  // corrupt: never restorable
+    }
+  }
+  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::lock_guard<std::mutex> lk(mu_);
+  for (auto& [t, e] : found) entries_.push_back(std::move(e));
+  evict_locked();
+}
+
+std::string SnapshotStore::path_for(const std::vector<int32_t>& tokens) const {
+  const uint64_t h = XXH3_64bits_withSeed(tokens.data(), tokens.size() * sizeof(int32_t),
+                                          XXH3_64bits(key_.model.data(), key_.model.size()));
+  return (fs::path(dir_) / str_cat(std::hex, h, "-", std::dec, tokens.size(), ".ikv")).string();
+}
+
+bool SnapshotStore::submit(std::unique_ptr<SequenceCache> prefix, std::vector<int32_t> tokens) {
+  publish(*prefix);
+  std::lock_guard<std::mutex> lk(mu_);
+  if (queue_.size() >= capacity_) {
+    ++stats_.dropped;
+    return false;
+  }
+  queue_.push_back({std::move(prefix), std::move(tokens)});
+  cv_.notify_all();
+  return true;
+}
+
+void SnapshotStore::flush() {
+  std::unique_lock<std::mutex> lk(mu_);
+  idle_cv_.wait(lk, [&] { return queue_.empty() && !busy_; });
+}
+
+void SnapshotStore::writer_loop() {
+  std::unique_lock<std::mutex> lk(mu_);
+  for (;;) {
+    cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+    if (queue_.empty()) return;
+    Job job = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    lk.unlock();
+    const std::string path = path_for(job.tokens);
+    uint64_t bytes = 0;
+    bool ok = true;
+    try {
+      bytes = write_snapshot(path, *job.prefix, job.tokens, key_);
+    } catch (const Error& e) {
+      log::warn("snapshot write failed: ", e.what());
+      ok = false;
+    }
+    job.prefix.reset();  // drops the block references
+    lk.lock();
+    if (ok) {
+      ++stats_.written;
+      entries_.erase(std::remove_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.path == path; }),
+                     entries_.end());
+      entries_.push_back({path, std::move(job.tokens), bytes});
+      evict_locked();
+    } else {
+      ++stats_.failed;
+    }
+    busy_ = false;
+    idle_cv_.notify_all();
+  }
+}
+
+void SnapshotStore::evict_locked() {
+  uint64_t total = 0;
+  for (const auto& e : entries_) total += e.bytes;
+  while (total > max_bytes_ && !entries_.empty()) {
+    std::error_code ec;
+    fs::remove(entries_.front().path, ec);
+    total -= entries_.front().bytes;
+    entries_.erase(entries_.begin());
+    ++stats_.evicted;
+  }
+}
+
+std::optional<SnapshotStore::Entry> SnapshotStore::longest_prefix(const std::vector<int32_t>& tokens) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  const Entry* best = nullptr;
+  for (const auto& e : entries_)
+    if (e.tokens.size() <= tokens.size() && std::equal(e.tokens.begin(), e.tokens.end(), tokens.begin()) &&
+        (!best || e.tokens.size() > best->tokens.size()))
+      best = &e;
+  if (!best) return std::nullopt;
+  return *best;
+}
+
+std::unique_ptr<SequenceCache> SnapshotStore::restore(const Entry& e, Pool& pool) {
+  auto seq = restore_snapshot(e.path, pool, key_);
+  std::lock_guard<std::mutex> lk(mu_);
+  auto it = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& x) { return x.path == e.path; });
+  if (it != entries_.end()) {
+    Entry moved = std::move(*it);
+    entries_.erase(it);
+    entries_.push_back(std::move(moved));
+    std::error_code ec;
+    fs::last_write_time(e.path, fs::file_time_type::clock::now(), ec);  // LRU order survives a restart
+  }
+  return seq;
+}
+
+size_t SnapshotStore::size() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return entries_.size();
+}
+
+uint64_t SnapshotStore::disk_bytes() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  uint64_t t = 0;
+  for (const auto& e : entries_) t += e.bytes;
+  return t;
+}
+
+SnapshotStore::Stats SnapshotStore::stats() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return stats_;
+}
+
+}  // namespace ingot::kv

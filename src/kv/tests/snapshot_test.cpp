@@ -1,0 +1,254 @@
+// SSD snapshots: bit-exact round trips, refusal of foreign / corrupt /
+// truncated files with nothing loaded, a writer killed mid-write, and the
+// directory store (index at start-up, LRU bound, write-behind).
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "kv/kinds.h"
+#include "kv/paged.h"
+#include "kv/snapshot_store.h"
+#include "test_util.h"
+#include "util/error.h"
+
+using namespace ingot;
+using namespace ingot::kv;
+using namespace ingot::kv::testing;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<LayerSpec> layout() {
+  LayerSpec s;
+  s.kv_heads = 2;
+  s.head_dim = s.v_head_dim = 32;
+  return {s, s, s};
+}
+
+fs::path temp_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / str_cat("ingot-kv-", name, "-", ::getpid());
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+std::unique_ptr<SequenceCache> filled(Pool& pool, int64_t n, std::mt19937& rng) {
+  auto seq = pool.new_sequence();
+  for (int l = 0; l < seq->num_layers(); ++l)
+    seq->layer(l).append(random_tensor(rng, {n, 2, 32}), random_tensor(rng, {n, 2, 32}));
+  return seq;
+}
+
+std::vector<int32_t> ids(int64_t n, int32_t salt = 0) {
+  std::vector<int32_t> v;
+  for (int64_t i = 0; i < n; ++i) v.push_back(static_cast<int32_t>(i * 7 + salt));
+  return v;
+}
+
+void expect_same(SequenceCache& a, SequenceCache& b, int64_t n) {
+  for (int l = 0; l < a.num_layers(); ++l) {
+    int64_t f = 0;
+    auto [ka, va] = a.layer(l).fetch(&f);
+    auto [kb, vb] = b.layer(l).fetch(&f);
+    EXPECT_TRUE(same_bytes(ka.slice(0, 0, n), kb.slice(0, 0, n))) << "layer " << l;
+    EXPECT_TRUE(same_bytes(va.slice(0, 0, n), vb.slice(0, 0, n))) << "layer " << l;
+  }
+}
+
+}  // namespace
+
+TEST(Snapshot, RoundTripIsBitExactForEveryScheme) {
+  for (const char* kind : {"paged", "kv8", "kv4"}) {
+    for (DType dt : {DType::F32, DType::BF16}) {
+      std::mt19937 rng(31);
+      auto pool = Pool::create(layout(), dt, Device::CPU, pool_options_for(kind));
+      SnapshotKey key{"m1", "tok1", pool->scheme()};
+      auto seq = filled(*pool, 53, rng);
+      fs::path d = temp_dir("rt");
+      const std::string p = (d / "a.ikv").string();
+      write_snapshot(p, *seq, ids(53), key);
+      auto pool2 = Pool::create(layout(), dt, Device::CPU, pool_options_for(kind));
+      std::vector<int32_t> toks;
+      auto back = restore_snapshot(p, *pool2, key, &toks);
+      EXPECT_EQ(toks, ids(53));
+      EXPECT_EQ(back->offset(), 53);
+      expect_same(*seq, *back, 53);
+      // The restored blocks were adopted, not copied into the initial slab.
+      EXPECT_EQ(pool2->layer(0)->slab_count(), 2);
+      // The restored prefix is published: appending copies its last block.
+      std::mt19937 r2(1);
+      for (int l = 0; l < 3; ++l) back->layer(l).append(random_tensor(r2, {2, 2, 32}), random_tensor(r2, {2, 2, 32}));
+      auto again = restore_snapshot(p, *pool2, key);
+      expect_same(*seq, *again, 53);
+      back.reset();
+      again.reset();
+      EXPECT_EQ(pool2->used_blocks(), 0);
+      fs::remove_all(d);
+    }
+  }
+}
+
+TEST(Snapshot, SlidingWindowLayersRoundTripAndKeepDecoding) {
+  std::mt19937 rng(35);
+  std::vector<LayerSpec> lay = layout();
+  lay[1].window = 16;  // a rotating layer between two paged ones
+  PoolOptions o = pool_options_for("paged");
+  o.window_slack = 4;
+  auto pool = Pool::create(lay, DType::BF16, Device::CPU, o);
+  SnapshotKey key{"m1", "tok1", pool->scheme()};
+  auto seq = filled(*pool, 45, rng);
+  fs::path d = temp_dir("win");
+  const std::string p = (d / "w.ikv").string();
+  write_snapshot(p, *seq, ids(45), key);
+  EXPECT_THROW(write_snapshot((d / "x.ikv").string(), *seq, ids(40), key), Error)
+      << "a window layer cannot be cut to a shorter prefix";
+  auto back = restore_snapshot(p, *pool, key);
+  AttnParams ap;
+  ap.scale = 0.2f;
+  for (int step = 0; step < 30; ++step) {
+    Tensor k = random_tensor(rng, {1, 2, 32}), v = random_tensor(rng, {1, 2, 32}), q = random_tensor(rng, {1, 4, 32});
+    for (int l = 0; l < 3; ++l) {
+      ap.window = lay[static_cast<size_t>(l)].window;
+      seq->layer(l).append(k, v);
+      back->layer(l).append(k, v);
+      ASSERT_TRUE(same_bytes(seq->layer(l).attend(q, ap), back->layer(l).attend(q, ap))) << "layer " << l;
+    }
+  }
+  fs::remove_all(d);
+}
+
+TEST(Snapshot, ForeignCorruptAndTruncatedFilesAreRefused) {
+  std::mt19937 rng(32);
+  auto pool = Pool::create(layout(), DType::F32, Device::CPU, pool_options_for("paged"));
+  SnapshotKey key{"m1", "tok1", pool->scheme()};
+  auto seq = filled(*pool, 40, rng);
+  fs::path d = temp_dir("bad");
+  const std::string p = (d / "a.ikv").string();
+  write_snapshot(p, *seq, ids(40), key);
+  auto target = Pool::create(layout(), DType::F32, Device::CPU, pool_options_for("paged"));
+  const int64_t total = target->total_blocks();
+  auto refused = [&](Pool& pl, const SnapshotKey& k, const std::string& path) {
+    EXPECT_THROW(restore_snapshot(path, pl, k), Error) << path;
+    EXPECT_EQ(pl.used_blocks(), 0) << "nothing loaded";
+  };
+  refused(*target, {"other-model", "tok1", key.scheme}, p);
+  refused(*target, {"m1", "tok2", key.scheme}, p);
+  PoolOptions bs32 = pool_options_for("paged");
+  bs32.block_size = 32;
+  auto p32 = Pool::create(layout(), DType::F32, Device::CPU, bs32);
+  refused(*p32, key, p);
+  auto pq = Pool::create(layout(), DType::F32, Device::CPU, pool_options_for("kv8"));
+  refused(*pq, key, p);
+  // Flip one payload byte, one header byte; truncate.
+  const auto size = fs::file_size(p);
+  for (uint64_t at : {size - 100, uint64_t{40}}) {
+    const std::string c = (d / "c.ikv").string();
+    fs::copy_file(p, c, fs::copy_options::overwrite_existing);
+    std::fstream f(c, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(at));
+    char ch = 0;
+    f.get(ch);
+    f.seekp(static_cast<std::streamoff>(at));
+    f.put(static_cast<char>(ch ^ 0x5a));
+    f.close();
+    refused(*target, key, c);
+  }
+  const std::string t = (d / "t.ikv").string();
+  fs::copy_file(p, t);
+  fs::resize_file(t, size - 4096);
+  refused(*target, key, t);
+  EXPECT_EQ(target->total_blocks(), total) << "no slab adopted by a refused restore";
+  fs::remove_all(d);
+}
+
+TEST(Snapshot, WriterKilledMidWriteLeavesNothingThatRestores) {
+  std::mt19937 rng(33);
+  auto pool = Pool::create(layout(), DType::F32, Device::CPU, pool_options_for("paged"));
+  SnapshotKey key{"m1", "tok1", pool->scheme()};
+  auto seq = filled(*pool, 700, rng);  // 44 blocks x 3 layers x 2 planes: many write batches
+  fs::path d = temp_dir("kill");
+  const std::string p = (d / "a.ikv").string();
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    SnapshotWriteHooks h;
+    h.progress = [](uint64_t bytes) {
+      if (bytes > 64 * 1024) ::kill(::getpid(), SIGKILL);
+    };
+    try {
+      write_snapshot(p, *seq, ids(700), key, h);
+    } catch (...) {
+    }
+    ::_exit(0);  // not reached when the kill lands
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the child should have died mid-write";
+  EXPECT_FALSE(fs::exists(p)) << "no final file from an unfinished write";
+  int leftovers = 0;
+  for (const auto& de : fs::directory_iterator(d)) {
+    ++leftovers;
+    EXPECT_THROW(restore_snapshot(de.path().string(), *pool, key), Error);
+  }
+  EXPECT_EQ(leftovers, 1) << "the temp file of the dead writer";
+  SnapshotStore store(d.string(), key, 1 << 30);
+  EXPECT_EQ(store.size(), 0u);
+  EXPECT_TRUE(fs::is_empty(d)) << "the index removes dead temp files";
+  fs::remove_all(d);
+}
+
+TEST(SnapshotStore, WriteBehindIndexAtStartupAndLruBound) {
+  std::mt19937 rng(34);
+  auto pool = Pool::create(layout(), DType::F32, Device::CPU, pool_options_for("paged"));
+  SnapshotKey key{"m1", "tok1", pool->scheme()};
+  fs::path d = temp_dir("store");
+  uint64_t one = 0;
+  {
+    SnapshotStore store(d.string(), key, 1 << 30, 8);
+    auto a = filled(*pool, 32, rng);
+    ASSERT_TRUE(store.submit(a->clone(), ids(32)));
+    // The source keeps decoding; its writes never reach the queued snapshot.
+    Tensor before = [&] { int64_t f; return a->layer(0).fetch(&f).first.clone(); }();
+    a->layer(0).trim(5);
+    a->layer(0).append(random_tensor(rng, {5, 2, 32}), random_tensor(rng, {5, 2, 32}));
+    store.flush();
+    ASSERT_EQ(store.size(), 1u);
+    one = store.disk_bytes();
+    auto e = store.longest_prefix(ids(40));
+    ASSERT_TRUE(e.has_value());
+    auto r = store.restore(*e, *pool);
+    int64_t f = 0;
+    EXPECT_TRUE(same_bytes(r->layer(0).fetch(&f).first, before));
+    EXPECT_FALSE(store.longest_prefix(ids(40, 1)).has_value());
+  }
+  {
+    // A new process sees the same snapshot; another model's key does not.
+    SnapshotStore again(d.string(), key, 1 << 30);
+    EXPECT_EQ(again.size(), 1u);
+    SnapshotStore other(d.string(), {"m2", "tok1", key.scheme}, 1 << 30);
+    EXPECT_EQ(other.size(), 0u);
+  }
+  {
+    // Bound of 2.5 snapshots: a third one evicts the least recently used.
+    SnapshotStore store(d.string(), key, one * 5 / 2, 8);
+    auto first = store.longest_prefix(ids(32));
+    ASSERT_TRUE(first.has_value());
+    ASSERT_TRUE(store.submit(filled(*pool, 32, rng), ids(32, 1)));
+    store.flush();
+    ASSERT_EQ(store.size(), 2u);
+    store.restore(*first, *pool);  // the oldest becomes the most recent
+    ASSERT_TRUE(store.submit(filled(*pool, 32, rng), ids(32, 2)));
+    store.flush();
+    EXPECT_EQ(store.size(), 2u);
+    EXPECT_LE(store.disk_bytes(), one * 5 / 2);
+    EXPECT_TRUE(store.longest_prefix(ids(32)).has_value()) << "recently restored survives";
+    EXPECT_FALSE(store.longest_prefix(ids(32, 1)).has_value()) << "least recently used evicted";
+    EXPECT_EQ(store.stats().evicted, 1);
+  }
+  EXPECT_EQ(pool->used_blocks(), 0);
+  fs::remove_all(d);
+}

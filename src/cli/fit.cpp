@@ -9,6 +9,7 @@
 
 #include "cli/model_setup.h"
 #include "cli/verbs.h"
+#include "runtime/runtime.h"
 #include "engine/memory.h"
 #include "ingot/engine.h"
 #include "util/error.h"
@@ -38,8 +39,11 @@ int64_t peak_rss_bytes() {
 }
 
 int run_fit(const FitFlags& f) {
-  if (f.device != "cpu")
-    fail(ErrorKind::Unsupported, "fit --device ", f.device, ": only the CPU memory model is available in this build");
+  const Device device = parse_device(f.device);
+  if (device == Device::CUDA && !runtime::cuda_available())
+    fail(ErrorKind::Unsupported, "fit --device cuda: no CUDA device is available");
+  if (device == Device::CUDA && f.measure)
+    fail(ErrorKind::Unsupported, "fit --measure runs on the CPU only");
   engine::FitQuery q;
   q.ctx = f.ctx;
   q.batch = f.batch;
@@ -47,7 +51,9 @@ int run_fit(const FitFlags& f) {
   q.token_budget = f.token_budget;
   q.prefill_chunk = f.prefill_chunk;
   engine::MemoryPrediction p = engine::predict_memory(f.model, q);
-  const int64_t avail = engine::machine_memory_bytes();
+  // Weights and KV live on the device chosen; its memory is the bound.
+  const int64_t avail = device == Device::CUDA ? runtime::device_memory_bytes(Device::CUDA)
+                                               : engine::machine_memory_bytes();
   std::printf("model: %s\n", f.model.c_str());
   std::printf("ctx: %lld  batch: %lld  kv: %s\n", static_cast<long long>(f.ctx), static_cast<long long>(f.batch),
               f.kv.c_str());
@@ -57,7 +63,8 @@ int run_fit(const FitFlags& f) {
   std::printf("activation_bytes: %lld (%.3f GiB)\n", static_cast<long long>(p.activation_bytes), gib(p.activation_bytes));
   std::printf("overhead_bytes: %lld (%.3f GiB)\n", static_cast<long long>(p.overhead_bytes), gib(p.overhead_bytes));
   std::printf("predicted_total_bytes: %lld (%.3f GiB)\n", static_cast<long long>(p.total()), gib(p.total()));
-  std::printf("machine_memory_bytes: %lld (%.3f GiB)\n", static_cast<long long>(avail), gib(avail));
+  std::printf("%s_memory_bytes: %lld (%.3f GiB)\n", device == Device::CUDA ? "gpu" : "machine",
+              static_cast<long long>(avail), gib(avail));
   std::printf("fits: %s\n", p.total() <= avail ? "yes" : "no");
   if (!f.measure) return 0;
   ModelFlags mf;

@@ -1,6 +1,9 @@
 #include "runtime/runtime.h"
 
+#include <unistd.h>
+
 #include "backend/cpu/cpu_backend.h"
+#include "util/error.h"
 
 #ifdef INGOT_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -13,6 +16,17 @@ void init_backends() {
 #ifdef INGOT_HAVE_CUDA
   cuda::try_install();
 #endif
+}
+
+int64_t device_memory_bytes(Device d) {
+  if (d == Device::CPU) {
+    long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGE_SIZE);
+    return static_cast<int64_t>(pages) * size;
+  }
+#ifdef INGOT_HAVE_CUDA
+  if (cuda::available()) return cuda::total_memory_bytes();
+#endif
+  fail(ErrorKind::Unsupported, "device ", device_name(d), " is not available");
 }
 
 bool cuda_available() {

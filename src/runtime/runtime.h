@@ -1,5 +1,8 @@
 // Process start-up: installs every backend this build has.
 #pragma once
+#include <cstdint>
+
+#include "tensor/dtype.h"
 
 namespace ingot::runtime {
 
@@ -7,5 +10,7 @@ namespace ingot::runtime {
 void init_backends();
 // True when a CUDA device is usable in this process.
 bool cuda_available();
+// Total memory of a device in bytes (host RAM for the CPU).
+int64_t device_memory_bytes(Device d);
 
 }  // namespace ingot::runtime

@@ -2,6 +2,7 @@
 // one compute stream, cuBLAS for dense GEMMs, kernels for every other op.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 
 namespace ingot::cuda {
 
@@ -16,5 +17,7 @@ struct DeviceMemoryStats {
   size_t live_bytes = 0, cached_bytes = 0, peak_bytes = 0;
 };
 DeviceMemoryStats memory_stats();
+// Total memory of device 0.
+int64_t total_memory_bytes();
 
 }  // namespace ingot::cuda

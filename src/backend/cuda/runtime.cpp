@@ -133,6 +133,12 @@ void copy(void* dst, Device dd, const void* src, Device sd, size_t bytes) {
 
 DeviceMemoryStats memory_stats() { return pool().stats(); }
 
+int64_t total_memory_bytes() {
+  size_t free_b = 0, total_b = 0;
+  CUDA_OK(cudaMemGetInfo(&free_b, &total_b));
+  return static_cast<int64_t>(total_b);
+}
+
 void synchronize() { CUDA_OK(cudaStreamSynchronize(stream())); }
 
 bool available() {

@@ -121,3 +121,12 @@ def test_generate_greedy_matches_golden(ingot_bin, shared_dir):
             "--ignore-eos")
     assert r.returncode == 0, r.stderr
     assert [int(x) for x in r.stdout.strip().split(",")] == g["greedy_ids"]
+
+
+def test_fit_on_a_machine_without_gpu(ingot_bin, shared_dir):
+    model = str(shared_dir / "goldens" / "llama-float32")
+    r = run(ingot_bin, "fit", model, "--ctx", "64")
+    assert r.returncode == 0 and "fits: yes" in r.stdout, r.stdout + r.stderr
+    if subprocess.run(["sh", "-c", "command -v nvidia-smi && nvidia-smi -L"], capture_output=True).returncode != 0:
+        assert_clean_error(run(ingot_bin, "fit", model, "--ctx", "64", "--device", "cuda"), "no cuda device")
+    assert_clean_error(run(ingot_bin, "fit", model, "--ctx", "64", "--device", "tpu"), "device")

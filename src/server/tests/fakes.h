@@ -64,6 +64,9 @@ class LineTemplate : public ChatTemplate {
     if (ctx.value("enable_thinking", false)) return out + "<|assistant|><think>\n";
     return out + "<|assistant|>";
   }
+  std::string render(const nlohmann::ordered_json& ctx) const override {
+    return render(nlohmann::json::parse(ctx.dump()));
+  }
 };
 
 struct FakeEngineState {

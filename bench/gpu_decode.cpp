@@ -143,9 +143,30 @@ double run_prefill(Model& m, int64_t pp) {
   return now_s() - t0;
 }
 
+// Bandwidth of one linear() at n = 1 over a bf16 weight of [m, k] (the
+// decode GEMV unless INGOT_CUDA_GEMV=0): weight bytes read per second.
+double linear_bandwidth(int64_t m, int64_t k) {
+  Weight w;
+  w.data = Tensor::empty({m, k}, DType::BF16, Device::CUDA);
+  if (!fill_random_bf16(w.data.raw(), m * k, 99, 0.03f, cuda::stream())) fail(ErrorKind::Internal, "fill");
+  Tensor x = Tensor::from_f32(std::vector<float>(static_cast<size_t>(k), 0.5f), {1, k}).to(Device::CUDA);
+  for (int i = 0; i < 3; ++i) ops::linear(x, w);
+  cudaEvent_t e0, e1;
+  CUDA_OK(cudaEventCreate(&e0));
+  CUDA_OK(cudaEventCreate(&e1));
+  const int reps = 50;
+  CUDA_OK(cudaEventRecord(e0, cuda::stream()));
+  for (int i = 0; i < reps; ++i) ops::linear(x, w);
+  CUDA_OK(cudaEventRecord(e1, cuda::stream()));
+  CUDA_OK(cudaEventSynchronize(e1));
+  float ms = 0;
+  CUDA_OK(cudaEventElapsedTime(&ms, e0, e1));
+  return reps * double(w.nbytes()) / (ms * 1e-3);
+}
+
 // Greedy decode of `tg` tokens from an empty context (llama-bench's tg);
 // each step's token id comes back to the host like in generation. Seconds.
-double run_decode(Model& m, int64_t tg, int64_t depth) {
+double run_decode(Model& m, int64_t tg, int64_t depth, double* enqueue_s) {
   auto cache = new_cache(m);
   if (depth > 0) {
     BatchInput in;
@@ -160,7 +181,10 @@ double run_decode(Model& m, int64_t tg, int64_t depth) {
     BatchInput in;
     in.tokens = {tok};
     in.seqs.push_back({cache.get(), 1, false});
-    Tensor id = ops::argmax(m.forward(in)).to(Device::CPU);
+    double te = now_s();
+    Tensor logits = m.forward(in);
+    *enqueue_s += now_s() - te;  // host time to queue the step's work
+    Tensor id = ops::argmax(logits).to(Device::CPU);
     tok = id.data<int32_t>()[0];
   }
   cuda::synchronize();
@@ -214,11 +238,19 @@ int main(int argc, char** argv) {
     double pps = median(tp);
     std::printf("pp%lld: %.1f tok/s (median %.2f ms)\n", (long long)pp, pp / pps, pps * 1e3);
 
-    run_decode(*model, std::min<int64_t>(tg, 16), depth);  // warm-up
-    for (int64_t r = 0; r < reps; ++r) td.push_back(run_decode(*model, tg, depth));
+    double enq = 0;
+    run_decode(*model, std::min<int64_t>(tg, 16), depth, &enq);  // warm-up
+    enq = 0;
+    for (int64_t r = 0; r < reps; ++r) td.push_back(run_decode(*model, tg, depth, &enq));
     double tgs = median(td);
-    std::printf("tg%lld (depth %lld): %.1f tok/s (median %.3f ms/token, %.0f%% of roofline)\n", (long long)tg,
-                (long long)depth, tg / tgs, tgs / tg * 1e3, 100.0 * (tg / tgs) / (bw / wbytes));
+    std::printf("tg%lld (depth %lld): %.1f tok/s (median %.3f ms/token, %.0f%% of roofline; "
+                "host enqueue %.3f ms/token)\n",
+                (long long)tg, (long long)depth, tg / tgs, tgs / tg * 1e3, 100.0 * (tg / tgs) / (bw / wbytes),
+                enq / double(reps * tg) * 1e3);
+    for (auto [m, k] : {std::pair<int64_t, int64_t>{s.kv_heads * s.head_dim, s.hidden}, {s.inter, s.hidden},
+                        {s.hidden, s.inter}, {s.vocab, s.hidden}})
+      std::printf("linear n=1 [%lld x %lld] bf16: %.0f GB/s of weights\n", (long long)m, (long long)k,
+                  linear_bandwidth(m, k) / 1e9);
     auto ms = cuda::memory_stats();
     std::printf("device memory peak %.2f GB\n", ms.peak_bytes / 1e9);
   } catch (const std::exception& e) {

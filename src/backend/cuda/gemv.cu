@@ -6,6 +6,9 @@
 // float32.
 #include <cuda_bf16.h>
 
+#include <cstdlib>
+#include <cstring>
+
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/runtime.h"
 
@@ -16,30 +19,43 @@ namespace {
 constexpr int kWarpsPerBlock = 4;
 constexpr int kUnroll = 4;  // 16-byte loads in flight per lane
 
+// INGOT_CUDA_GEMV=warp keeps one warp per row everywhere (to measure the split beside it).
+bool gemv_one_warp_per_row() {
+  static const bool on = [] {
+    const char* e = std::getenv("INGOT_CUDA_GEMV");
+    return e && std::strcmp(e, "warp") == 0;
+  }();
+  return on;
+}
+
 __device__ inline float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
 
-template <int N>
+// WPR warps share one row (WPR = 4 for matrices with few rows, so that the
+// GPU still has enough loads in flight); the block holds 4 / WPR rows.
+template <int N, int WPR>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     gemv_bf16_kernel(const __nv_bfloat16* __restrict__ w, int64_t ldw, const float* __restrict__ x,
                      float* __restrict__ y, int64_t m, int64_t k) {
-  const int lane = threadIdx.x & 31;
-  const int64_t row = int64_t(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
-  if (row >= m) return;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t row = int64_t(blockIdx.x) * (kWarpsPerBlock / WPR) + warp / WPR;
+  const int part = (warp % WPR) * 32 + lane;  // this thread's place among the row's threads
+  constexpr int kStride = 32 * WPR;
+  if (WPR == 1 && row >= m) return;  // (WPR > 1: the grid holds whole rows only)
   const uint4* wr = reinterpret_cast<const uint4*>(w + row * ldw);
   const int64_t chunks = k / 8;  // 8 bf16 per 16 bytes
   float acc[N];
 #pragma unroll
   for (int r = 0; r < N; ++r) acc[r] = 0.0f;
-  for (int64_t c0 = lane; c0 < chunks; c0 += 32 * kUnroll) {
+  for (int64_t c0 = part; c0 < chunks; c0 += kStride * kUnroll) {
     uint4 wv[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      int64_t c = c0 + int64_t(u) * 32;
+      int64_t c = c0 + int64_t(u) * kStride;
       wv[u] = c < chunks ? __ldg(wr + c) : make_uint4(0, 0, 0, 0);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      int64_t c = c0 + int64_t(u) * 32;
+      int64_t c = c0 + int64_t(u) * kStride;
       if (c >= chunks) break;
       const __nv_bfloat162* wp = reinterpret_cast<const __nv_bfloat162*>(&wv[u]);
       float wf[8];
@@ -66,18 +82,40 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
       }
     }
   }
+  __shared__ float partial[WPR > 1 ? N * kWarpsPerBlock : 1];
 #pragma unroll
   for (int r = 0; r < N; ++r) {
     float v = acc[r];
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
-    if (lane == 0) y[r * m + row] = v;
+    if (WPR == 1) {
+      if (lane == 0) y[r * m + row] = v;
+    } else if (lane == 0) {
+      partial[r * kWarpsPerBlock + warp] = v;
+    }
+  }
+  if constexpr (WPR > 1) {
+    __syncthreads();
+    if (threadIdx.x < N) {
+      float v = 0;
+      for (int q = 0; q < WPR; ++q) v += partial[threadIdx.x * kWarpsPerBlock + q];
+      y[threadIdx.x * m + row] = v;
+    }
   }
 }
 
+// Rows below which a row is split over a whole block (measured on the H200:
+// one warp per row leaves the down projections well short of bandwidth).
+constexpr int64_t kSplitRowsBelow = 16384;
+
 template <int N>
 void launch_n(const __nv_bfloat16* w, int64_t ldw, const float* x, float* y, int64_t m, int64_t k) {
-  unsigned grid = static_cast<unsigned>((m + kWarpsPerBlock - 1) / kWarpsPerBlock);
-  gemv_bf16_kernel<N><<<grid, kWarpsPerBlock * 32, 0, stream()>>>(w, ldw, x, y, m, k);
+  if (m < kSplitRowsBelow && !gemv_one_warp_per_row()) {
+    gemv_bf16_kernel<N, kWarpsPerBlock><<<static_cast<unsigned>(m), kWarpsPerBlock * 32, 0, stream()>>>(w, ldw, x, y,
+                                                                                                        m, k);
+  } else {
+    unsigned grid = static_cast<unsigned>((m + kWarpsPerBlock - 1) / kWarpsPerBlock);
+    gemv_bf16_kernel<N, 1><<<grid, kWarpsPerBlock * 32, 0, stream()>>>(w, ldw, x, y, m, k);
+  }
 }
 
 }  // namespace

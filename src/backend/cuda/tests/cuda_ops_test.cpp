@@ -119,9 +119,10 @@ TEST_F(CudaOps, EmbeddingGatherConcatAndStridedCopy) {
 // Rows 0..n-1 of a 16-row product (cuBLAS) against the same rows alone
 // (the decode GEMV for n <= 8): same bf16 products, float32 sums.
 TEST_F(CudaOps, DecodeGemvMatchesCublas) {
-  for (int64_t k : {64, 2048, 2056}) {
+  // 70 rows: a block per row; 16390 rows: a warp per row, with a partial last block.
+  for (auto [m, k] : {std::pair<int64_t, int64_t>{70, 64}, {70, 2048}, {70, 2056}, {16390, 64}}) {
     Weight w;
-    w.data = gpu(randn({70, k}, 20, 0.05f).to(DType::BF16));
+    w.data = gpu(randn({m, k}, 20, 0.05f).to(DType::BF16));
     Tensor x = gpu(randn({16, k}, 21));
     Tensor full = ops::linear(x, w).to(Device::CPU);
     for (int64_t n = 1; n <= 9; ++n) {

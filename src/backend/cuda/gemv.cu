@@ -103,13 +103,15 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   }
 }
 
-// Rows below which a row is split over a whole block (measured on the H200:
-// one warp per row leaves the down projections well short of bandwidth).
-constexpr int64_t kSplitRowsBelow = 16384;
+// A block per row for long rows or few rows, a warp per row otherwise. On
+// the H200 (bench/RESULTS.md) a block per row reads [4096 x 14336] at 3.6 vs
+// 2.8 TB/s and [1024 x 4096] at 1.9 vs 1.4 TB/s, while [8192 x 2048] is
+// faster with a warp per row (4.0 vs 3.2 TB/s).
+bool block_per_row(int64_t m, int64_t k) { return m < 16384 && (k >= 4096 || m < 4096); }
 
 template <int N>
 void launch_n(const __nv_bfloat16* w, int64_t ldw, const float* x, float* y, int64_t m, int64_t k) {
-  if (m < kSplitRowsBelow && !gemv_one_warp_per_row()) {
+  if (block_per_row(m, k) && !gemv_one_warp_per_row()) {
     gemv_bf16_kernel<N, kWarpsPerBlock><<<static_cast<unsigned>(m), kWarpsPerBlock * 32, 0, stream()>>>(w, ldw, x, y,
                                                                                                         m, k);
   } else {

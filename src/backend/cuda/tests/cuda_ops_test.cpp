@@ -119,8 +119,8 @@ TEST_F(CudaOps, EmbeddingGatherConcatAndStridedCopy) {
 // Rows 0..n-1 of a 16-row product (cuBLAS) against the same rows alone
 // (the decode GEMV for n <= 8): same bf16 products, float32 sums.
 TEST_F(CudaOps, DecodeGemvMatchesCublas) {
-  // 70 rows: a block per row; 16390 rows: a warp per row, with a partial last block.
-  for (auto [m, k] : {std::pair<int64_t, int64_t>{70, 64}, {70, 2048}, {70, 2056}, {16390, 64}}) {
+  // 70 rows: a block per row; 4100 and 16390 rows: a warp per row, with a partial last block.
+  for (auto [m, k] : {std::pair<int64_t, int64_t>{70, 64}, {70, 2048}, {70, 4104}, {4100, 64}, {16390, 64}}) {
     Weight w;
     w.data = gpu(randn({m, k}, 20, 0.05f).to(DType::BF16));
     Tensor x = gpu(randn({16, k}, 21));

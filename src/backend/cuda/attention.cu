@@ -1,9 +1,17 @@
-// Reference attention on the GPU: one block per (query, head), keys in tiles
-// of the block size with an online softmax, so any context length fits.
+// Attention on the GPU: one block per (query, head, key split), keys in
+// tiles of the block size with an online softmax, so any context length
+// fits. With few query rows (decode) and many keys the key range is split
+// across blocks (flash-decoding): each split writes its running max, sum and
+// unnormalised output, and a second kernel merges the splits.
 #include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/runtime.h"
+#include "tensor/tensor.h"
 
 namespace ingot::cuda {
 
@@ -41,15 +49,21 @@ __device__ float tile_sum(float v, float* red) {
 
 template <typename T>
 __global__ void attention_kernel(const float* q, const T* k, const T* v, float* out, int64_t h, int64_t d,
-                                 int64_t s, int64_t kvh, int64_t dv, AttnParams p) {
+                                 int64_t s, int64_t kvh, int64_t dv, AttnParams p, float* part_ml,
+                                 float* part_acc) {
   extern __shared__ float smem[];
   float* qs = smem;         // [d]
   float* ps = smem + d;     // [kTile]
   float* red = ps + kTile;  // [kTile / 32]
   const int64_t i = blockIdx.x / h, hh = blockIdx.x % h, kh = hh / (h / kvh);
   const int64_t qpos = p.q_offset + i;
-  const int64_t hi = p.causal ? min(s - 1, qpos) : s - 1;
-  const int64_t lo = p.window > 0 ? max(static_cast<int64_t>(0), qpos - p.window + 1) : 0;
+  int64_t hi = p.causal ? min(s - 1, qpos) : s - 1;
+  const int64_t lo_all = p.window > 0 ? max(static_cast<int64_t>(0), qpos - p.window + 1) : 0;
+  // This block's share of [lo_all, hi]: split blockIdx.y of gridDim.y.
+  const int64_t splits = gridDim.y, chunk = (hi - lo_all + splits) / splits;
+  const int64_t lo = lo_all + blockIdx.y * chunk;
+  const int64_t hi_all = hi;
+  hi = min(hi_all, lo + chunk - 1);
   float* o = out + (i * h + hh) * dv;
   for (int64_t c = threadIdx.x; c < d; c += blockDim.x) qs[c] = q[(i * h + hh) * d + c];
   __syncthreads();
@@ -83,11 +97,61 @@ __global__ void attention_kernel(const float* q, const T* k, const T* v, float* 
     m = nm;
     __syncthreads();
   }
+  if (splits > 1) {
+    const int64_t slot = (i * h + hh) * splits + blockIdx.y;
+    if (threadIdx.x == 0) {
+      part_ml[2 * slot] = m;
+      part_ml[2 * slot + 1] = l;
+    }
+    for (int r = 0; r < kMaxDvPerThread; ++r) {
+      int64_t c = threadIdx.x + r * kTile;
+      if (c >= dv) break;
+      part_acc[slot * dv + c] = acc[r];
+    }
+    return;
+  }
   for (int r = 0; r < kMaxDvPerThread; ++r) {
     int64_t c = threadIdx.x + r * kTile;
     if (c >= dv) break;
     o[c] = l > 0 ? acc[r] / l : 0.0f;
   }
+}
+
+// One block per (query, head): rescales every split to the common max.
+__global__ void merge_splits_kernel(const float* part_ml, const float* part_acc, float* out, int64_t splits,
+                                    int64_t dv) {
+  const int64_t qh = blockIdx.x;
+  const float* ml = part_ml + 2 * qh * splits;
+  float mx = -INFINITY;
+  for (int64_t sp = 0; sp < splits; ++sp) mx = fmaxf(mx, ml[2 * sp]);
+  float l = 0;
+  for (int64_t sp = 0; sp < splits; ++sp)
+    if (ml[2 * sp + 1] > 0) l += expf(ml[2 * sp] - mx) * ml[2 * sp + 1];
+  for (int64_t c = threadIdx.x; c < dv; c += blockDim.x) {
+    float a = 0;
+    for (int64_t sp = 0; sp < splits; ++sp)
+      if (ml[2 * sp + 1] > 0) a += expf(ml[2 * sp] - mx) * part_acc[(qh * splits + sp) * dv + c];
+    out[qh * dv + c] = l > 0 ? a / l : 0.0f;
+  }
+}
+
+// Splits so that a decode step fills the GPU: about four blocks per SM,
+// never a split of less than one tile of keys.
+int64_t split_count(int64_t rows, int64_t keys) {
+  static const int sms = [] {
+    int dev = 0, n = 0;
+    CUDA_OK(cudaGetDevice(&dev));
+    CUDA_OK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+    return n;
+  }();
+  // INGOT_CUDA_SPLIT_KEYS=0 keeps one block per row (to measure the split beside it).
+  static const bool on = [] {
+    const char* e = std::getenv("INGOT_CUDA_SPLIT_KEYS");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  const int64_t target = 4 * static_cast<int64_t>(sms);
+  if (!on || rows >= target || keys <= 2 * kTile) return 1;
+  return std::max<int64_t>(1, std::min((target + rows - 1) / rows, keys / kTile));
 }
 
 }  // namespace
@@ -97,16 +161,34 @@ void launch_attention(const float* q, const void* k, const void* v, DType kvdt, 
   if (t == 0) return;
   INGOT_CHECK(dv <= kTile * kMaxDvPerThread, "attention: value head dim ", dv, " too large");
   size_t smem = static_cast<size_t>(d + kTile + kTile / 32) * sizeof(float);
-  unsigned grid = static_cast<unsigned>(t * h);
+  if (kvdt != DType::F32 && kvdt != DType::BF16)
+    fail(ErrorKind::Unsupported, "CUDA attention over ", dtype_name(kvdt), " keys");
+  // Keys a query row sees at most (the last row under a causal mask).
+  const int64_t last = p.causal ? std::min(s - 1, p.q_offset + t - 1) : s - 1;
+  const int64_t keys = p.window > 0 ? std::min(p.window, last + 1) : last + 1;
+  const int64_t splits = split_count(t * h, keys);
+  Tensor ml, acc;
+  float *ml_p = nullptr, *acc_p = nullptr;
+  if (splits > 1) {
+    ml = Tensor::empty({t * h * splits * 2}, DType::F32, Device::CUDA);
+    acc = Tensor::empty({t * h * splits * dv}, DType::F32, Device::CUDA);
+    ml_p = ml.data<float>();
+    acc_p = acc.data<float>();
+  }
+  dim3 grid(static_cast<unsigned>(t * h), static_cast<unsigned>(splits));
   if (kvdt == DType::F32)
     attention_kernel<float><<<grid, kTile, smem, stream()>>>(q, static_cast<const float*>(k),
-                                                             static_cast<const float*>(v), out, h, d, s, kvh, dv, p);
-  else if (kvdt == DType::BF16)
-    attention_kernel<__nv_bfloat16><<<grid, kTile, smem, stream()>>>(
-        q, static_cast<const __nv_bfloat16*>(k), static_cast<const __nv_bfloat16*>(v), out, h, d, s, kvh, dv, p);
+                                                             static_cast<const float*>(v), out, h, d, s, kvh, dv, p,
+                                                             ml_p, acc_p);
   else
-    fail(ErrorKind::Unsupported, "CUDA attention over ", dtype_name(kvdt), " keys");
+    attention_kernel<__nv_bfloat16><<<grid, kTile, smem, stream()>>>(
+        q, static_cast<const __nv_bfloat16*>(k), static_cast<const __nv_bfloat16*>(v), out, h, d, s, kvh, dv, p,
+        ml_p, acc_p);
   CUDA_LAUNCH_OK();
+  if (splits > 1) {
+    merge_splits_kernel<<<static_cast<unsigned>(t * h), 128, 0, stream()>>>(ml_p, acc_p, out, splits, dv);
+    CUDA_LAUNCH_OK();
+  }
 }
 
 }  // namespace ingot::cuda

@@ -3,6 +3,7 @@
 // activations rounded to the weight type and float32 accumulation.
 #include "backend/cuda/cuda_backend.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -22,6 +23,16 @@ Tensor dev_f32(const Tensor& t) {
   Tensor o = Tensor::empty(c.shape(), DType::F32, Device::CUDA);
   launch_cast(c.raw(), c.dtype(), o.raw(), DType::F32, c.numel());
   return o;
+}
+
+// The decode GEMV replaces cuBLAS for bf16 weights at n <= 8 rows;
+// INGOT_CUDA_GEMV=0 turns it off (to measure the cuBLAS path beside it).
+bool gemv_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("INGOT_CUDA_GEMV");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return on;
 }
 
 int64_t rows_of(const Tensor& t) { return t.ndim() ? t.numel() / t.dim(-1) : 1; }
@@ -52,6 +63,22 @@ class CudaBackend final : public Backend {
     shape.back() = m;
     Tensor y = Tensor::empty(Shape(shape), DType::F32, Device::CUDA);
     const DType wt = w.dtype();
+    if (wt == DType::BF16 && gemv_enabled() &&
+        gemv_bf16_applies(w.data.raw(), w.data.stride(0), x.data<float>(), n, k)) {
+      launch_gemv_bf16(w.data.raw(), w.data.stride(0), x.data<float>(), y.data<float>(), n, m, k);
+    } else {
+      gemm(x, w, y, n, m, k);
+    }
+    if (bias && bias->defined()) {
+      Tensor b = dev_f32(*bias);
+      launch_add_bias(y.data<float>(), b.data<float>(), n, m);
+    }
+    return y;
+  }
+
+  // cuBLAS: x rounded to the weight type, float32 accumulation.
+  static void gemm(const Tensor& x, const Weight& w, Tensor& y, int64_t n, int64_t m, int64_t k) {
+    const DType wt = w.dtype();
     Tensor xin = x;
     if (wt != DType::F32) {
       xin = Tensor::empty(x.shape(), wt, Device::CUDA);
@@ -63,11 +90,6 @@ class CudaBackend final : public Backend {
                            static_cast<int>(k), &one, w.data.raw(), cuda_type(wt), static_cast<int>(w.data.stride(0)),
                            xin.raw(), cuda_type(wt), static_cast<int>(k), &zero, y.raw(), CUDA_R_32F,
                            static_cast<int>(m), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    if (bias && bias->defined()) {
-      Tensor b = dev_f32(*bias);
-      launch_add_bias(y.data<float>(), b.data<float>(), n, m);
-    }
-    return y;
   }
 
   Tensor matmul(const Tensor& a_in, const Tensor& b_in) override {

@@ -25,4 +25,9 @@ void launch_attention(const float* q, const void* k, const void* v, DType kvdt, 
 void launch_argmax(const float* x, int32_t* out, int64_t n, int64_t v);
 void launch_gather_rows(const void* x, void* y, const int64_t* rows, int64_t nrows, int64_t row_bytes);
 
+// Decode GEMV for bf16 weights (gemv.cu): y[n, m] = x[n, k] · W[m, k]ᵀ.
+constexpr int64_t kGemvMaxRows = 8;
+bool gemv_bf16_applies(const void* w, int64_t ldw, const float* x, int64_t n, int64_t k);
+void launch_gemv_bf16(const void* w, int64_t ldw, const float* x, float* y, int64_t n, int64_t m, int64_t k);
+
 }  // namespace ingot::cuda

@@ -1,5 +1,6 @@
 #include "backend/cuda/runtime.h"
 
+#include <cstring>
 #include <map>
 #include <mutex>
 
@@ -120,8 +121,47 @@ class CudaStorage final : public Storage {
 
 std::shared_ptr<Storage> allocate(size_t bytes) { return std::make_shared<CudaStorage>(bytes); }
 
+// Small host-to-device copies (token ids, positions, row tables) go through
+// a ring of pinned slots: the host bytes are copied into a slot and the
+// upload is queued without waiting, so a decode step never blocks on its
+// inputs. A slot is reused only after the event of its last upload fired.
+class PinnedStaging {
+ public:
+  static constexpr size_t kSlotBytes = 64 * 1024;
+  static constexpr int kSlots = 32;
+
+  bool upload(void* dst, const void* src, size_t bytes) {
+    if (bytes > kSlotBytes) return false;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!base_) {
+      CUDA_OK(cudaMallocHost(&base_, kSlotBytes * kSlots));
+      for (auto& e : events_) CUDA_OK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    }
+    const int i = next_;
+    next_ = (next_ + 1) % kSlots;
+    CUDA_OK(cudaEventSynchronize(events_[i]));  // returns at once unless the ring wrapped within one step
+    uint8_t* slot = static_cast<uint8_t*>(base_) + kSlotBytes * static_cast<size_t>(i);
+    std::memcpy(slot, src, bytes);
+    CUDA_OK(cudaMemcpyAsync(dst, slot, bytes, cudaMemcpyHostToDevice, stream()));
+    CUDA_OK(cudaEventRecord(events_[i], stream()));
+    return true;
+  }
+
+ private:
+  std::mutex mu_;
+  void* base_ = nullptr;
+  cudaEvent_t events_[kSlots] = {};
+  int next_ = 0;
+};
+
+PinnedStaging& staging() {
+  static PinnedStaging* s = new PinnedStaging();
+  return *s;
+}
+
 void copy(void* dst, Device dd, const void* src, Device sd, size_t bytes) {
   if (bytes == 0) return;
+  if (dd == Device::CUDA && sd != Device::CUDA && staging().upload(dst, src, bytes)) return;
   cudaMemcpyKind kind = dd == Device::CUDA ? (sd == Device::CUDA ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
                                            : cudaMemcpyDeviceToHost;
   CUDA_OK(cudaMemcpyAsync(dst, src, bytes, kind, stream()));

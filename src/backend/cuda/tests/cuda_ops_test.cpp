@@ -115,3 +115,43 @@ TEST_F(CudaOps, EmbeddingGatherConcatAndStridedCopy) {
   EXPECT_EQ(ops::concat_rows({gpu(x), gpu(x)}).to_f32_vector(), ops::concat_rows({x, x}).to_f32_vector());
   EXPECT_EQ(gpu(x).transpose(0, 1).contiguous().to_f32_vector(), x.transpose(0, 1).contiguous().to_f32_vector());
 }
+
+// Rows 0..n-1 of a 16-row product (cuBLAS) against the same rows alone
+// (the decode GEMV for n <= 8): same bf16 products, float32 sums.
+TEST_F(CudaOps, DecodeGemvMatchesCublas) {
+  // 70 rows: a block per row; 4100 and 16390 rows: a warp per row, with a partial last block.
+  for (auto [m, k] : {std::pair<int64_t, int64_t>{70, 64}, {70, 2048}, {70, 4104}, {4100, 64}, {16390, 64}}) {
+    Weight w;
+    w.data = gpu(randn({m, k}, 20, 0.05f).to(DType::BF16));
+    Tensor x = gpu(randn({16, k}, 21));
+    Tensor full = ops::linear(x, w).to(Device::CPU);
+    for (int64_t n = 1; n <= 9; ++n) {
+      Tensor part = ops::linear(x.slice(0, 0, n).contiguous(), w).to(Device::CPU);
+      EXPECT_LT(rel(part, full.slice(0, 0, n).contiguous()), 1e-5) << "k " << k << " n " << n;
+    }
+  }
+}
+
+// More uploads than the pinned ring has slots, none waited for in between.
+TEST_F(CudaOps, SmallUploadsThroughPinnedRing) {
+  std::vector<Tensor> dev;
+  for (int i = 0; i < 100; ++i) dev.push_back(Tensor::from_i32({i, 2 * i, 3 * i}, {3}).to(Device::CUDA));
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(dev[i].to_i32_vector(), (std::vector<int32_t>{i, 2 * i, 3 * i})) << i;
+}
+
+// Few query rows over many keys take the split-key (flash-decoding) path.
+TEST_F(CudaOps, SplitKeyDecodeAttention) {
+  Tensor k = randn({5000, 8, 64}, 30), v = randn({5000, 8, 64}, 31);
+  Tensor kb = k.to(DType::BF16), vb = v.to(DType::BF16);
+  for (int64_t t : {1, 3}) {
+    Tensor q = randn({t, 32, 64}, 32);
+    for (int64_t window : {0, 1000}) {
+      AttnParams p;
+      p.scale = 0.125f;
+      p.q_offset = 5000 - t;
+      p.window = window;
+      EXPECT_LT(rel(ops::attention(gpu(q), gpu(k), gpu(v), p), ops::attention(q, k, v, p)), 1e-5) << t;
+      EXPECT_LT(rel(ops::attention(gpu(q), gpu(kb), gpu(vb), p), ops::attention(q, kb, vb, p)), 1e-5) << t;
+    }
+  }
+}

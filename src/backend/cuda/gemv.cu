@@ -1,0 +1,147 @@
+// Decode GEMV: y[n, m] = x[n, k] · W[m, k]ᵀ for bf16 W and few rows (n <= 8).
+// Memory-bound, so W is read exactly once, in 16-byte loads: one warp per
+// output row, each lane taking 8 consecutive weights per step. x stays
+// float32 in global memory (it is small and lives in L1/L2) and is rounded
+// to bf16 on load, so the products equal cuBLAS's bf16 x bf16 path; sums are
+// float32.
+#include <cuda_bf16.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/runtime.h"
+
+namespace ingot::cuda {
+
+namespace {
+
+constexpr int kWarpsPerBlock = 4;
+constexpr int kUnroll = 4;  // 16-byte loads in flight per lane
+
+// INGOT_CUDA_GEMV=warp keeps one warp per row everywhere (to measure the split beside it).
+bool gemv_one_warp_per_row() {
+  static const bool on = [] {
+    const char* e = std::getenv("INGOT_CUDA_GEMV");
+    return e && std::strcmp(e, "warp") == 0;
+  }();
+  return on;
+}
+
+__device__ inline float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
+
+// WPR warps share one row (WPR = 4 for matrices with few rows, so that the
+// GPU still has enough loads in flight); the block holds 4 / WPR rows.
+template <int N, int WPR>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32)
+    gemv_bf16_kernel(const __nv_bfloat16* __restrict__ w, int64_t ldw, const float* __restrict__ x,
+                     float* __restrict__ y, int64_t m, int64_t k) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t row = int64_t(blockIdx.x) * (kWarpsPerBlock / WPR) + warp / WPR;
+  const int part = (warp % WPR) * 32 + lane;  // this thread's place among the row's threads
+  constexpr int kStride = 32 * WPR;
+  if (WPR == 1 && row >= m) return;  // (WPR > 1: the grid holds whole rows only)
+  const uint4* wr = reinterpret_cast<const uint4*>(w + row * ldw);
+  const int64_t chunks = k / 8;  // 8 bf16 per 16 bytes
+  float acc[N];
+#pragma unroll
+  for (int r = 0; r < N; ++r) acc[r] = 0.0f;
+  for (int64_t c0 = part; c0 < chunks; c0 += kStride * kUnroll) {
+    uint4 wv[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      int64_t c = c0 + int64_t(u) * kStride;
+      wv[u] = c < chunks ? __ldg(wr + c) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      int64_t c = c0 + int64_t(u) * kStride;
+      if (c >= chunks) break;
+      const __nv_bfloat162* wp = reinterpret_cast<const __nv_bfloat162*>(&wv[u]);
+      float wf[8];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        float2 f = __bfloat1622float2(wp[j]);
+        wf[2 * j] = f.x;
+        wf[2 * j + 1] = f.y;
+      }
+#pragma unroll
+      for (int r = 0; r < N; ++r) {
+        const float4* xp = reinterpret_cast<const float4*>(x + r * k + c * 8);
+        float4 a = __ldg(xp), b = __ldg(xp + 1);
+        float s = acc[r];
+        s = fmaf(wf[0], round_bf16(a.x), s);
+        s = fmaf(wf[1], round_bf16(a.y), s);
+        s = fmaf(wf[2], round_bf16(a.z), s);
+        s = fmaf(wf[3], round_bf16(a.w), s);
+        s = fmaf(wf[4], round_bf16(b.x), s);
+        s = fmaf(wf[5], round_bf16(b.y), s);
+        s = fmaf(wf[6], round_bf16(b.z), s);
+        s = fmaf(wf[7], round_bf16(b.w), s);
+        acc[r] = s;
+      }
+    }
+  }
+  __shared__ float partial[WPR > 1 ? N * kWarpsPerBlock : 1];
+#pragma unroll
+  for (int r = 0; r < N; ++r) {
+    float v = acc[r];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
+    if (WPR == 1) {
+      if (lane == 0) y[r * m + row] = v;
+    } else if (lane == 0) {
+      partial[r * kWarpsPerBlock + warp] = v;
+    }
+  }
+  if constexpr (WPR > 1) {
+    __syncthreads();
+    if (threadIdx.x < N) {
+      float v = 0;
+      for (int q = 0; q < WPR; ++q) v += partial[threadIdx.x * kWarpsPerBlock + q];
+      y[threadIdx.x * m + row] = v;
+    }
+  }
+}
+
+// A block per row for long rows or few rows, a warp per row otherwise. On
+// the H200 (bench/RESULTS.md) a block per row reads [4096 x 14336] at 3.6 vs
+// 2.8 TB/s and [1024 x 4096] at 1.9 vs 1.4 TB/s, while [8192 x 2048] is
+// faster with a warp per row (4.0 vs 3.2 TB/s).
+bool block_per_row(int64_t m, int64_t k) { return m < 16384 && (k >= 4096 || m < 4096); }
+
+template <int N>
+void launch_n(const __nv_bfloat16* w, int64_t ldw, const float* x, float* y, int64_t m, int64_t k) {
+  if (block_per_row(m, k) && !gemv_one_warp_per_row()) {
+    gemv_bf16_kernel<N, kWarpsPerBlock><<<static_cast<unsigned>(m), kWarpsPerBlock * 32, 0, stream()>>>(w, ldw, x, y,
+                                                                                                        m, k);
+  } else {
+    unsigned grid = static_cast<unsigned>((m + kWarpsPerBlock - 1) / kWarpsPerBlock);
+    gemv_bf16_kernel<N, 1><<<grid, kWarpsPerBlock * 32, 0, stream()>>>(w, ldw, x, y, m, k);
+  }
+}
+
+}  // namespace
+
+bool gemv_bf16_applies(const void* w, int64_t ldw, const float* x, int64_t n, int64_t k) {
+  auto aligned16 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
+  return n >= 1 && n <= kGemvMaxRows && k % 8 == 0 && ldw % 8 == 0 && aligned16(w) && aligned16(x);
+}
+
+void launch_gemv_bf16(const void* w_raw, int64_t ldw, const float* x, float* y, int64_t n, int64_t m, int64_t k) {
+  if (m == 0) return;
+  const auto* w = static_cast<const __nv_bfloat16*>(w_raw);
+  switch (n) {
+    case 1: launch_n<1>(w, ldw, x, y, m, k); break;
+    case 2: launch_n<2>(w, ldw, x, y, m, k); break;
+    case 3: launch_n<3>(w, ldw, x, y, m, k); break;
+    case 4: launch_n<4>(w, ldw, x, y, m, k); break;
+    case 5: launch_n<5>(w, ldw, x, y, m, k); break;
+    case 6: launch_n<6>(w, ldw, x, y, m, k); break;
+    case 7: launch_n<7>(w, ldw, x, y, m, k); break;
+    case 8: launch_n<8>(w, ldw, x, y, m, k); break;
+    default: fail(ErrorKind::Internal, "gemv: ", n, " rows");
+  }
+  CUDA_LAUNCH_OK();
+}
+
+}  // namespace ingot::cuda

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "cli/verbs.h"
+#include "engine/memory.h"
 #include "runtime/runtime.h"
 #include "util/error.h"
 
@@ -61,6 +62,7 @@ int run(int argc, char** argv) {
 int main(int argc, char** argv) {
   try {
     ingot::runtime::init_backends();
+    ingot::engine::process_baseline_bytes();  // the runtime's own footprint, before any model loads
     return ingot::cli::run(argc, argv);
   } catch (const ingot::Error& e) {
     std::fprintf(stderr, "ingot: error: %s\n", e.what());

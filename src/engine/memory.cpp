@@ -1,5 +1,7 @@
 #include "engine/memory.h"
 
+#include <cstdio>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -64,6 +66,7 @@ MemoryPrediction predict_memory(const ModelConfig& cfg, DType kv_dtype, int64_t 
   if (q.kv != "contiguous" && q.kv != "paged" && q.kv != "kv8" && q.kv != "kv4")
     fail(ErrorKind::InvalidArgument, "--kv must be contiguous, paged, kv8 or kv4, got '", q.kv, "'");
   MemoryPrediction p;
+  p.overhead_bytes = runtime_overhead_bytes();
   p.weight_bytes = weight_bytes;
   auto layers = layout_from_config(cfg);
   double per_tok = 0;
@@ -92,6 +95,20 @@ MemoryPrediction predict_memory(const std::string& dir, const FitQuery& q) {
   return predict_memory(cfg, kv_dtype, weights, q);
 }
 
+int64_t process_baseline_bytes() {
+  static const int64_t baseline = [] {
+    long pages = 0, resident = 0;
+    if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+      if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+      std::fclose(f);
+    }
+    return static_cast<int64_t>(resident) * sysconf(_SC_PAGESIZE);
+  }();
+  return baseline;
+}
+
+int64_t runtime_overhead_bytes() { return kRuntimeOverheadBytes + process_baseline_bytes(); }
+
 int64_t machine_memory_bytes() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
   return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
@@ -103,7 +120,7 @@ int64_t kv_budget_bytes(const Model& model, const EngineOptions& opt) {
                                                  : machine_memory_bytes() * 9 / 10;
   const int64_t ctx = opt.context_length > 0 ? opt.context_length : model.config().max_position_embeddings;
   const int64_t rows = std::max<int64_t>(1, opt.token_budget);
-  const int64_t fixed = static_cast<int64_t>(model.weight_bytes()) + kRuntimeOverheadBytes +
+  const int64_t fixed = static_cast<int64_t>(model.weight_bytes()) + runtime_overhead_bytes() +
                         activation_bytes(model.config(), rows, std::min<int64_t>(rows, opt.max_concurrency), ctx);
   if (total - fixed <= 0)
     fail(ErrorKind::ResourceExhausted, "memory budget of ", total / gib, " GiB does not cover the weights, ",

@@ -17,9 +17,16 @@ namespace ingot::engine {
 
 struct EngineOptions;
 
-// Fixed process cost (code, allocator arenas, thread pool), measured on this
-// build with `ingot fit --measure` on the smallest goldens.
+// Process cost beyond the libraries' resident pages (allocator arenas,
+// thread pool), measured with `ingot fit --measure` on the smallest goldens.
 constexpr int64_t kRuntimeOverheadBytes = 5ll << 20;
+
+// The resident size of this process the first time it is asked, which the
+// CLI does before any model is loaded: code and libraries (a build with the
+// CUDA runtime and cuBLAS linked keeps ~180 MB resident even without a GPU).
+int64_t process_baseline_bytes();
+// kRuntimeOverheadBytes + process_baseline_bytes().
+int64_t runtime_overhead_bytes();
 
 // KV bytes one token adds to one layer of the given store kind.
 double kv_bytes_per_token_layer(const kv::LayerSpec& s, DType dtype, const std::string& kind);
@@ -40,7 +47,7 @@ struct MemoryPrediction {
   int64_t kv_bytes_per_token = 0;  // all layers, uncapped
   int64_t kv_bytes = 0;            // batch sequences of ctx tokens
   int64_t activation_bytes = 0;
-  int64_t overhead_bytes = kRuntimeOverheadBytes;
+  int64_t overhead_bytes = 0;  // runtime_overhead_bytes() when predicted
   int64_t total() const { return weight_bytes + kv_bytes + activation_bytes + overhead_bytes; }
 };
 

@@ -1,6 +1,7 @@
 #include "runtime/runtime.h"
 
 #include "backend/cpu/cpu_backend.h"
+#include "quant/quant.h"
 
 #ifdef INGOT_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -10,6 +11,7 @@ namespace ingot::runtime {
 
 void init_backends() {
   cpu::install();
+  quant::install_cpu_kernels();
 #ifdef INGOT_HAVE_CUDA
   cuda::try_install();
 #endif

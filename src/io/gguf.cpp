@@ -12,7 +12,7 @@ namespace {
 
 constexpr uint32_t kMagic = 0x46554747;  // "GGUF" little-endian
 constexpr int kMaxArrayDepth = 8;
-constexpr int kMaxDims = 4;  // ggml's limit
+constexpr int kMaxGgufDims = 4;  // ggml's limit
 
 struct GgmlTypeInfo {
   uint32_t id;
@@ -230,7 +230,7 @@ std::unique_ptr<GgufFile> GgufFile::parse(const uint8_t* data, size_t size, std:
     GgufTensorInfo ti;
     ti.name = r.str("a tensor name");
     uint32_t nd = r.get<uint32_t>("tensor dimensions");
-    if (nd == 0 || nd > kMaxDims) fail(ErrorKind::BadFormat, "gguf: tensor '", ti.name, "' has ", nd, " dimensions");
+    if (nd == 0 || nd > kMaxGgufDims) fail(ErrorKind::BadFormat, "gguf: tensor '", ti.name, "' has ", nd, " dimensions");
     std::vector<int64_t> ne(nd);
     uint64_t numel = 1;
     for (uint32_t d = 0; d < nd; ++d) {

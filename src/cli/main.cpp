@@ -41,6 +41,8 @@ int run(int argc, char** argv) {
   app.require_subcommand(1);
   register_logits(app);
   register_generate(app);
+  register_quantize(app);
+  register_gguf_export(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -15,6 +15,8 @@ CLI::App* add_verb(CLI::App& app, const std::string& name, const std::string& he
 
 void register_logits(CLI::App& app);
 void register_generate(CLI::App& app);
+void register_quantize(CLI::App& app);
+void register_gguf_export(CLI::App& app);
 
 // Shared flag helpers.
 struct ModelFlags {

@@ -19,3 +19,8 @@ if [ -n "$pip_reqs" ]; then
   python3 -m pip install -q --disable-pip-version-check $pip_reqs 2>&1 | grep -v -i 'warning: running pip as' || true
   python3 -m pip install -q --disable-pip-version-check $pip_reqs >/dev/null
 fi
+nodeps_reqs=$(cat "$root"/deps/pip-nodeps/*.txt 2>/dev/null | sed 's/#.*//' | grep -v '^\s*$' | sort -u)
+if [ -n "$nodeps_reqs" ]; then
+  # shellcheck disable=SC2086
+  python3 -m pip install -q --disable-pip-version-check --no-deps $nodeps_reqs >/dev/null
+fi

@@ -43,12 +43,15 @@ class GgufLlama:
         out[..., 1::2] = x0 * s + x1 * c
         return out
 
-    def logits(self, ids):
-        """Logits [T, V] for every position of `ids` (causal)."""
+    def logits(self, ids, cache=None):
+        """Logits [T, V] for `ids` continuing `cache` (a list of per-layer (k, v), updated)."""
         T, H, KV, D = len(ids), self.n_head, self.n_kv, self.head_dim
+        if cache is None:
+            cache = []
+        past = cache[0][0].shape[0] if cache else 0
         x = self.w["token_embd.weight"][np.asarray(ids)]
-        pos = np.arange(T)
-        mask = np.triu(np.full((T, T), -np.inf, dtype=np.float32), 1)
+        pos = np.arange(past, past + T)
+        mask = np.triu(np.full((T, past + T), -np.inf, dtype=np.float32), past + 1)
         for i in range(self.n_layer):
             p = f"blk.{i}."
             h = self._rms(x, self.w[p + "attn_norm.weight"])
@@ -56,13 +59,18 @@ class GgufLlama:
             k = (h @ self.w[p + "attn_k.weight"].T).reshape(T, KV, D)
             v = (h @ self.w[p + "attn_v.weight"].T).reshape(T, KV, D)
             q, k = self._rope(q, pos), self._rope(k, pos)
+            if len(cache) > i:
+                k = np.concatenate([cache[i][0], k]); v = np.concatenate([cache[i][1], v])
+                cache[i] = (k, v)
+            else:
+                cache.append((k, v))
             rep = H // KV
-            k = np.repeat(k, rep, axis=1)
-            v = np.repeat(v, rep, axis=1)
-            att = np.einsum("thd,shd->hts", q, k) / np.sqrt(D) + mask
+            kk = np.repeat(k, rep, axis=1)
+            vv = np.repeat(v, rep, axis=1)
+            att = np.einsum("thd,shd->hts", q, kk) / np.sqrt(D) + mask
             att = np.exp(att - att.max(-1, keepdims=True))
             att /= att.sum(-1, keepdims=True)
-            o = np.einsum("hts,shd->thd", att, v).reshape(T, H * D)
+            o = np.einsum("hts,shd->thd", att, vv).reshape(T, H * D)
             x = x + o @ self.w[p + "attn_output.weight"].T
             h = self._rms(x, self.w[p + "ffn_norm.weight"])
             g = h @ self.w[p + "ffn_gate.weight"].T
@@ -72,13 +80,14 @@ class GgufLlama:
         return x @ self.out.T
 
     def greedy(self, ids, steps):
-        """Greedy continuation (recomputes the whole prefix each step: simple, not fast)."""
-        seq = list(ids)
+        """Prompt logits [T, V], greedy ids [steps] and the logits [steps, V] that chose them."""
+        cache = []
+        prompt = self.logits(ids, cache)
+        lg = prompt[-1]
         out, step_logits = [], []
         for _ in range(steps):
-            lg = self.logits(seq)[-1]
             step_logits.append(lg)
             t = int(np.argmax(lg))
             out.append(t)
-            seq.append(t)
-        return out, np.stack(step_logits)
+            lg = self.logits([t], cache)[-1]
+        return prompt, out, np.stack(step_logits)

@@ -18,3 +18,8 @@ if [ -n "$pip_reqs" ]; then
   # shellcheck disable=SC2086
   PIP_ROOT_USER_ACTION=ignore python3 -m pip install -q --disable-pip-version-check $pip_reqs
 fi
+nodeps_reqs=$(cat "$root"/deps/pip-nodeps/*.txt 2>/dev/null | sed 's/#.*//' | grep -v '^\s*$' | sort -u)
+if [ -n "$nodeps_reqs" ]; then
+  # shellcheck disable=SC2086
+  python3 -m pip install -q --disable-pip-version-check --no-deps $nodeps_reqs >/dev/null
+fi

@@ -47,6 +47,8 @@ int run(int argc, char** argv) {
   register_tokenize(app);
   register_chat_template(app);
   register_serve(app);
+  register_quantize(app);
+  register_gguf_export(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -20,6 +20,8 @@ void register_fit(CLI::App& app);
 void register_tokenize(CLI::App& app);
 void register_chat_template(CLI::App& app);
 void register_serve(CLI::App& app);
+void register_quantize(CLI::App& app);
+void register_gguf_export(CLI::App& app);
 
 // Shared flag helpers.
 struct ModelFlags {

@@ -4,6 +4,7 @@
 #include "kv/contiguous.h"
 #include "kv/kinds.h"
 #include "models/families.h"
+#include "models/gguf_source.h"
 #include "models/model.h"
 #include "util/error.h"
 
@@ -78,6 +79,7 @@ std::unique_ptr<Model> build_model(const ModelConfig& cfg, const WeightSource& s
 }
 
 std::unique_ptr<Model> load_model(const std::string& dir, const LoadOptions& opt) {
+  if (is_gguf_path(dir)) return load_gguf_model(dir, opt);
   ModelConfig cfg = load_model_config(dir);
   if (!is_supported_model_type(cfg.model_type)) {
     std::string known;

@@ -4,6 +4,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "util/error.h"
+#include "quant/quant.h"
 
 #ifdef INGOT_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -13,6 +14,7 @@ namespace ingot::runtime {
 
 void init_backends() {
   cpu::install();
+  quant::install_cpu_kernels();
 #ifdef INGOT_HAVE_CUDA
   cuda::try_install();
 #endif

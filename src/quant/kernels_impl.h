@@ -1,0 +1,347 @@
+// The integer-dot kernels, written once and compiled per instruction set:
+// INGOT_QUANT_LEVEL 0 = portable scalar, 1 = AVX2 (+FMA), 2 = AVX-512 VNNI (VL, 256-bit lanes).
+// Included by kernels_<isa>.cpp inside namespace ingot::quant::INGOT_QUANT_NS.
+#include <cstdint>
+
+#include "backend/cpu/thread_pool.h"
+#include "quant/formats.h"
+#include "quant/quant.h"
+#include "quant/internal.h"
+#include "quant/xquant.h"
+
+#if INGOT_QUANT_LEVEL > 0
+#include <immintrin.h>
+#endif
+
+// The instruction set applies only to the functions below, never to inline
+// functions of included headers (whose one linked copy every caller shares).
+#if INGOT_QUANT_LEVEL == 1
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+#elif INGOT_QUANT_LEVEL == 2
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
+#endif
+
+namespace ingot::quant::INGOT_QUANT_NS {
+
+namespace {
+
+// Per-weight pointers resolved once per linear call.
+struct Ctx {
+  const uint8_t* data;
+  size_t row_bytes;
+  const float* scales = nullptr;
+  const float* biases = nullptr;
+  int64_t group_stride = 0;  // floats between rows of scales / biases
+  int group_blocks = 0;      // 32-value blocks per affine group
+  int bits = 0;
+};
+
+#if INGOT_QUANT_LEVEL > 0
+// Eight int32 lanes, lane i = sum of four consecutive u8 * s8 products.
+inline __m256i dot_u8s8(__m256i u, __m256i s) {
+#if INGOT_QUANT_LEVEL == 2
+  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+#else
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+#endif
+}
+// Signed x signed through the sign trick (|a| as unsigned, sign of a moved onto b).
+inline __m256i dot_s8s8(__m256i a, __m256i b) { return dot_u8s8(_mm256_sign_epi8(a, a), _mm256_sign_epi8(b, a)); }
+inline __m256i load32(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+// 16 bytes of nibbles -> 32 bytes: low nibbles first, then high nibbles (GGUF order).
+inline __m256i nibbles_split(const uint8_t* p) {
+  __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  __m128i m = _mm_set1_epi8(0x0F);
+  return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m), _mm_and_si128(q, m));
+}
+// 16 bytes of nibbles -> 32 bytes in element order lo0, hi0, lo1, hi1 ... (MLX order).
+inline __m256i nibbles_interleaved(const uint8_t* p) {
+  __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  __m128i m = _mm_set1_epi8(0x0F);
+  __m128i lo = _mm_and_si128(q, m), hi = _mm_and_si128(_mm_srli_epi16(q, 4), m);
+  return _mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi));
+}
+inline __m256 fma_lanes(__m256i lanes, float scale, __m256 acc) {
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), _mm256_set1_ps(scale), acc);
+}
+#endif
+
+// ---- Q8_0 ----
+struct Q8_0 {
+  static float dot(const Ctx& c, int64_t r, const XBlock* x, int64_t nb) {
+    const uint8_t* p = c.data + static_cast<size_t>(r) * c.row_bytes;
+#if INGOT_QUANT_LEVEL > 0
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b, p += 34)
+      acc = fma_lanes(dot_s8s8(load32(p + 2), load32(x[b].q)), load_f16(p) * x[b].d, acc);
+    return hsum(acc);
+#else
+    float acc = 0;
+    for (int64_t b = 0; b < nb; ++b, p += 34) {
+      const auto* q = reinterpret_cast<const int8_t*>(p + 2);
+      int32_t s = 0;
+      for (int i = 0; i < 32; ++i) s += q[i] * x[b].q[i];
+      acc += static_cast<float>(s) * (load_f16(p) * x[b].d);
+    }
+    return acc;
+#endif
+  }
+};
+
+// ---- Q4_0 / Q4_1 ----
+template <bool kMin>
+struct Q4 {
+  static constexpr int kBytes = kMin ? 20 : 18;
+  static float dot(const Ctx& c, int64_t r, const XBlock* x, int64_t nb) {
+    const uint8_t* p = c.data + static_cast<size_t>(r) * c.row_bytes;
+    float corr = 0;
+#if INGOT_QUANT_LEVEL > 0
+    __m256 acc = _mm256_setzero_ps();
+#else
+    float acc = 0;
+#endif
+    for (int64_t b = 0; b < nb; ++b, p += kBytes) {
+      const float d = load_f16(p) * x[b].d;
+      const uint8_t* qs = p + (kMin ? 4 : 2);
+      // Offset term: Q4_0 stores nibble - 8, Q4_1 adds a per-block min.
+      corr += kMin ? load_f16(p + 2) * x[b].d * static_cast<float>(x[b].sum)
+                   : -8.0f * d * static_cast<float>(x[b].sum);
+#if INGOT_QUANT_LEVEL > 0
+      acc = fma_lanes(dot_u8s8(nibbles_split(qs), load32(x[b].q)), d, acc);
+#else
+      int32_t s = 0;
+      for (int i = 0; i < 16; ++i) s += (qs[i] & 0xF) * x[b].q[i] + (qs[i] >> 4) * x[b].q[i + 16];
+      acc += static_cast<float>(s) * d;
+#endif
+    }
+#if INGOT_QUANT_LEVEL > 0
+    return hsum(acc) + corr;
+#else
+    return acc + corr;
+#endif
+  }
+};
+
+// ---- MLX affine, 4 or 8 bits ----
+template <int kBits>
+struct Affine {
+  static float dot(const Ctx& c, int64_t r, const XBlock* x, int64_t nb) {
+    const uint8_t* p = c.data + static_cast<size_t>(r) * c.row_bytes;
+    const float* sc = c.scales + r * c.group_stride;
+    const float* bi = c.biases ? c.biases + r * c.group_stride : nullptr;
+    constexpr int kBlockBytes = 32 * kBits / 8;
+    float corr = 0;
+#if INGOT_QUANT_LEVEL > 0
+    __m256 acc = _mm256_setzero_ps();
+#else
+    float acc = 0;
+#endif
+    for (int64_t b = 0; b < nb; ++b, p += kBlockBytes) {
+      const int64_t g = b / c.group_blocks;
+      const float d = sc[g] * x[b].d;
+      float off = bi ? bi[g] * x[b].d * static_cast<float>(x[b].sum) : 0.0f;
+#if INGOT_QUANT_LEVEL > 0
+      if constexpr (kBits == 4) {
+        acc = fma_lanes(dot_u8s8(nibbles_interleaved(p), load32(x[b].q)), d, acc);
+      } else {
+#if INGOT_QUANT_LEVEL == 2
+        acc = fma_lanes(dot_u8s8(load32(p), load32(x[b].q)), d, acc);
+#else
+        // maddubs would saturate on u8 up to 255: shift values to signed and add 128 * sum back.
+        __m256i v = _mm256_xor_si256(load32(p), _mm256_set1_epi8(static_cast<char>(0x80)));
+        acc = fma_lanes(dot_s8s8(v, load32(x[b].q)), d, acc);
+        off += 128.0f * d * static_cast<float>(x[b].sum);
+#endif
+      }
+#else
+      int32_t s = 0;
+      if constexpr (kBits == 4) {
+        for (int i = 0; i < 16; ++i) s += (p[i] & 0xF) * x[b].q[2 * i] + (p[i] >> 4) * x[b].q[2 * i + 1];
+      } else {
+        for (int i = 0; i < 32; ++i) s += p[i] * x[b].q[i];
+      }
+      acc += static_cast<float>(s) * d;
+#endif
+      corr += off;
+    }
+#if INGOT_QUANT_LEVEL > 0
+    return hsum(acc) + corr;
+#else
+    return acc + corr;
+#endif
+  }
+};
+
+// ---- Q4_K / Q5_K ----
+template <bool kFive>
+struct QK45 {
+  static constexpr int kBytes = kFive ? kQ5KBytes : kQ4KBytes;
+  static float dot(const Ctx& c, int64_t r, const XBlock* x, int64_t nb) {
+    const uint8_t* p = c.data + static_cast<size_t>(r) * c.row_bytes;
+    float corr = 0;
+#if INGOT_QUANT_LEVEL > 0
+    __m256 acc = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+#else
+    float acc = 0;
+#endif
+    for (int64_t sb = 0; sb < nb / 8; ++sb, p += kBytes, x += 8) {
+      const float d = load_f16(p), dmin = load_f16(p + 2);
+      const uint8_t* scales = p + 4;
+      const uint8_t* qh = p + 16;
+      const uint8_t* qs = p + (kFive ? 48 : 16);
+#if INGOT_QUANT_LEVEL > 0
+      const __m256i hbits = kFive ? load32(qh) : _mm256_setzero_si256();
+#endif
+      for (int j = 0; j < 8; ++j) {
+        int sc, mn;
+        k_scale_min(scales, j, &sc, &mn);
+        corr -= dmin * static_cast<float>(mn) * x[j].d * static_cast<float>(x[j].sum);
+        const uint8_t* q = qs + 32 * (j / 2);
+#if INGOT_QUANT_LEVEL > 0
+        __m256i raw = load32(q);
+        __m256i u = j % 2 ? _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4) : _mm256_and_si256(raw, m4);
+        if constexpr (kFive) {
+          const __m256i bit = _mm256_set1_epi8(static_cast<char>(1 << j));
+          __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(hbits, bit), bit);
+          u = _mm256_or_si256(u, _mm256_and_si256(set, _mm256_set1_epi8(16)));
+        }
+        acc = fma_lanes(dot_u8s8(u, load32(x[j].q)), d * static_cast<float>(sc) * x[j].d, acc);
+#else
+        int32_t s = 0;
+        for (int l = 0; l < 32; ++l) {
+          int v = j % 2 ? q[l] >> 4 : q[l] & 0xF;
+          if (kFive && (qh[l] >> j & 1)) v += 16;
+          s += v * x[j].q[l];
+        }
+        acc += static_cast<float>(s) * (d * static_cast<float>(sc) * x[j].d);
+#endif
+      }
+    }
+#if INGOT_QUANT_LEVEL > 0
+    return hsum(acc) + corr;
+#else
+    return acc + corr;
+#endif
+  }
+};
+
+// ---- Q6_K ----
+struct Q6K {
+  static float dot(const Ctx& c, int64_t r, const XBlock* x, int64_t nb) {
+    const uint8_t* p = c.data + static_cast<size_t>(r) * c.row_bytes;
+#if INGOT_QUANT_LEVEL > 0
+    __m256 acc = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
+#else
+    float acc = 0;
+#endif
+    for (int64_t sb = 0; sb < nb / 8; ++sb, p += kQ6KBytes, x += 8) {
+      const auto* sc = reinterpret_cast<const int8_t*>(p + 192);
+      const float d = load_f16(p + 208);
+      for (int h = 0; h < 2; ++h) {
+        const uint8_t* ql = p + 64 * h;
+        const uint8_t* qh = p + 128 + 32 * h;
+#if INGOT_QUANT_LEVEL > 0
+        const __m256i la = load32(ql), lb = load32(ql + 32), hh = load32(qh);
+        const __m256i lo[4] = {_mm256_and_si256(la, m4), _mm256_and_si256(lb, m4),
+                               _mm256_and_si256(_mm256_srli_epi16(la, 4), m4),
+                               _mm256_and_si256(_mm256_srli_epi16(lb, 4), m4)};
+        const __m256i hi[4] = {_mm256_and_si256(_mm256_slli_epi16(hh, 4), m30),
+                               _mm256_and_si256(_mm256_slli_epi16(hh, 2), m30), _mm256_and_si256(hh, m30),
+                               _mm256_and_si256(_mm256_srli_epi16(hh, 2), m30)};
+        for (int qt = 0; qt < 4; ++qt) {
+          const int xb = 4 * h + qt, si = 8 * h + 2 * qt;
+          __m256i v = _mm256_sub_epi8(_mm256_or_si256(lo[qt], hi[qt]), k32);
+          __m256i lanes = dot_s8s8(v, load32(x[xb].q));
+          __m256i scl = _mm256_set_epi32(sc[si + 1], sc[si + 1], sc[si + 1], sc[si + 1], sc[si], sc[si], sc[si], sc[si]);
+          acc = fma_lanes(_mm256_mullo_epi32(lanes, scl), d * x[xb].d, acc);
+        }
+#else
+        for (int qt = 0; qt < 4; ++qt) {
+          const int xb = 4 * h + qt, si = 8 * h + 2 * qt;
+          int32_t s0 = 0, s1 = 0;
+          for (int l = 0; l < 16; ++l) s0 += (q6_value(ql, qh, 32 * qt + l) - 32) * x[xb].q[l];
+          for (int l = 16; l < 32; ++l) s1 += (q6_value(ql, qh, 32 * qt + l) - 32) * x[xb].q[l];
+          acc += static_cast<float>(s0 * sc[si] + s1 * sc[si + 1]) * (d * x[xb].d);
+        }
+#endif
+      }
+    }
+#if INGOT_QUANT_LEVEL > 0
+    return hsum(acc);
+#else
+    return acc;
+#endif
+  }
+};
+
+Ctx make_ctx(const Weight& w) {
+  Ctx c;
+  c.data = static_cast<const uint8_t*>(w.data.raw());
+  c.row_bytes = row_bytes(w);
+  if (w.is_affine()) {
+    c.bits = w.bits;
+    c.scales = w.scales.data<float>();
+    c.biases = w.biases.defined() ? w.biases.data<float>() : nullptr;
+    c.group_stride = w.scales.stride(0);
+    c.group_blocks = w.group_size / 32;
+  }
+  return c;
+}
+
+template <class F, int kBlock>
+void linear(const float* x, int64_t n, const Weight& w, float* y) {
+  check_linear_shape(w, kBlock);
+  const int64_t k = w.cols(), m = w.rows(), nb = k / 32;
+  XRows xq(x, n, k);
+  const Ctx c = make_ctx(w);
+  constexpr int64_t kTile = 16;  // weight rows that stay in L1 while every x row passes
+  const int64_t tiles = (m + kTile - 1) / kTile;
+  cpu::pool().parallel_for(tiles, 1, [&](int64_t tb, int64_t te) {
+    for (int64_t t = tb; t < te; ++t) {
+      const int64_t j0 = t * kTile, j1 = m < j0 + kTile ? m : j0 + kTile;
+      for (int64_t i = 0; i < n; ++i) {
+        const XBlock* xi = xq.blocks + i * nb;
+        for (int64_t j = j0; j < j1; ++j) y[i * m + j] = F::dot(c, j, xi, nb);
+      }
+    }
+  });
+}
+
+void affine_linear(const float* x, int64_t n, const Weight& w, float* y) {
+  if (w.bits == 4) return linear<Affine<4>, 32>(x, n, w, y);
+  if (w.bits == 8) return linear<Affine<8>, 32>(x, n, w, y);
+  fail_affine_bits(w.bits);
+}
+
+void row_kernel(const Weight& w, int64_t r, float* out) { dequantize_row(w, r, out); }
+
+}  // namespace
+
+cpu::QuantKernels kernels_for(DType key) {
+  switch (key) {
+    case DType::Q8_0: return {linear<Q8_0, 32>, row_kernel};
+    case DType::Q4_0: return {linear<Q4<false>, 32>, row_kernel};
+    case DType::Q4_1: return {linear<Q4<true>, 32>, row_kernel};
+    case DType::Q4_K: return {linear<QK45<false>, 256>, row_kernel};
+    case DType::Q5_K: return {linear<QK45<true>, 256>, row_kernel};
+    case DType::Q6_K: return {linear<Q6K, 256>, row_kernel};
+    case DType::U32: return {affine_linear, row_kernel};
+    default: return {};
+  }
+}
+
+}  // namespace ingot::quant::INGOT_QUANT_NS
+
+#if INGOT_QUANT_LEVEL > 0
+#pragma GCC pop_options
+#endif

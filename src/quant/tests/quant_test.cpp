@@ -1,0 +1,186 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "quant/quant.h"
+#include "tensor/half.h"
+#include "util/error.h"
+
+using namespace ingot;
+using namespace ingot::quant;
+
+namespace {
+
+// A random block-quantized matrix whose scales stay in a realistic range.
+Weight random_blocks(DType t, int64_t rows, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(0.002f, 0.05f);
+  Tensor data = Tensor::empty({rows, cols}, t);
+  auto* p = data.data<uint8_t>();
+  for (size_t i = 0; i < data.nbytes(); ++i) p[i] = static_cast<uint8_t>(byte(rng));
+  const int bb = dtype_info(t).block_bytes;
+  auto put = [&](uint8_t* at, float v) {
+    uint16_t h = f32_to_f16(v);
+    std::memcpy(at, &h, 2);
+  };
+  for (size_t b = 0; b < data.nbytes() / static_cast<size_t>(bb); ++b) {
+    uint8_t* blk = p + b * static_cast<size_t>(bb);
+    switch (t) {
+      case DType::Q8_0: case DType::Q4_0: put(blk, scale(rng)); break;
+      case DType::Q4_1: put(blk, scale(rng)); put(blk + 2, -8 * scale(rng)); break;
+      case DType::Q4_K: case DType::Q5_K: put(blk, scale(rng) / 8); put(blk + 2, scale(rng) / 8); break;
+      case DType::Q6_K: put(blk + 208, scale(rng) / 16); break;
+      default: break;
+    }
+  }
+  Weight w;
+  w.data = data;
+  return w;
+}
+
+Weight random_affine(int bits, int group, int64_t rows, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  Weight w;
+  w.bits = bits;
+  w.group_size = group;
+  w.data = Tensor::empty({rows, cols * bits / 32}, DType::U32);
+  for (int64_t i = 0; i < w.data.numel(); ++i) w.data.data<uint32_t>()[i] = static_cast<uint32_t>(rng());
+  std::uniform_real_distribution<float> u(-0.05f, 0.05f);
+  std::vector<float> s(static_cast<size_t>(rows * cols / group)), b(s.size());
+  for (auto& v : s) v = std::fabs(u(rng)) / (bits == 4 ? 1 : 16) + 1e-4f;
+  for (auto& v : b) v = u(rng);
+  w.scales = Tensor::from_f32(s, {rows, cols / group});
+  w.biases = Tensor::from_f32(b, {rows, cols / group});
+  return w;
+}
+
+std::vector<float> random_x(int64_t n, int64_t k, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n * k));
+  for (auto& v : x) v = g(rng);
+  return x;
+}
+
+double rel(const std::vector<float>& a, const std::vector<float>& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (static_cast<double>(a[i]) - ref[i]) * (static_cast<double>(a[i]) - ref[i]);
+    den += static_cast<double>(ref[i]) * ref[i];
+  }
+  return std::sqrt(num / den);
+}
+
+struct Case {
+  const char* name;
+  Weight w;
+};
+
+std::vector<Case> cases() {
+  std::vector<Case> c;
+  c.push_back({"q8_0", random_blocks(DType::Q8_0, 37, 320, 1)});
+  c.push_back({"q4_0", random_blocks(DType::Q4_0, 37, 320, 2)});
+  c.push_back({"q4_1", random_blocks(DType::Q4_1, 37, 320, 3)});
+  c.push_back({"q4_k", random_blocks(DType::Q4_K, 37, 512, 4)});
+  c.push_back({"q5_k", random_blocks(DType::Q5_K, 37, 512, 5)});
+  c.push_back({"q6_k", random_blocks(DType::Q6_K, 37, 512, 6)});
+  c.push_back({"affine4_g32", random_affine(4, 32, 37, 256, 7)});
+  c.push_back({"affine4_g64", random_affine(4, 64, 37, 256, 8)});
+  c.push_back({"affine4_g128", random_affine(4, 128, 37, 256, 9)});
+  c.push_back({"affine8_g64", random_affine(8, 64, 37, 256, 10)});
+  c.push_back({"affine8_g128", random_affine(8, 128, 37, 384, 11)});
+  return c;
+}
+
+DType key_of(const Weight& w) { return w.is_affine() ? DType::U32 : w.dtype(); }
+
+std::vector<float> run(Isa isa, const Weight& w, const std::vector<float>& x, int64_t n) {
+  std::vector<float> y(static_cast<size_t>(n * w.rows()));
+  kernels(isa, key_of(w)).linear(x.data(), n, w, y.data());
+  return y;
+}
+
+}  // namespace
+
+// Integer kernels against dequantize-then-float: the only difference is the
+// int8 rounding of the activations (about 0.4 % of each block's max).
+TEST(Quant, ScalarMatchesFloatReference) {
+  for (const auto& c : cases()) {
+    const int64_t n = 5;
+    auto x = random_x(n, c.w.cols(), 42);
+    std::vector<float> ref(static_cast<size_t>(n * c.w.rows()));
+    reference_linear(x.data(), n, c.w, ref.data());
+    EXPECT_LT(rel(run(Isa::Scalar, c.w, x, n), ref), 1.5e-2) << c.name;
+  }
+}
+
+TEST(Quant, SimdMatchesScalar) {
+  for (Isa isa : {Isa::Avx2, Isa::Avx512Vnni}) {
+    if (!isa_supported(isa)) {
+      ADD_FAILURE() << "this CPU lacks " << isa_name(isa) << ": cannot test that path";
+      continue;
+    }
+    for (const auto& c : cases()) {
+      const int64_t n = 3;
+      auto x = random_x(n, c.w.cols(), 7);
+      auto s = run(Isa::Scalar, c.w, x, n);
+      auto v = run(isa, c.w, x, n);
+      EXPECT_LT(rel(v, s), 2e-6) << c.name << " " << isa_name(isa);
+    }
+  }
+}
+
+// A row computed alone equals the same row inside any batch, bit for bit.
+TEST(Quant, BatchInvariant) {
+  for (const auto& c : cases()) {
+    const int64_t n = 9;  // odd on purpose
+    auto x = random_x(n, c.w.cols(), 3);
+    Isa isa = best_isa();
+    auto all = run(isa, c.w, x, n);
+    for (int64_t i : {int64_t{0}, int64_t{4}, n - 1}) {
+      std::vector<float> xi(x.begin() + i * c.w.cols(), x.begin() + (i + 1) * c.w.cols());
+      auto one = run(isa, c.w, xi, 1);
+      for (int64_t j = 0; j < c.w.rows(); ++j)
+        ASSERT_EQ(std::memcmp(&one[static_cast<size_t>(j)], &all[static_cast<size_t>(i * c.w.rows() + j)], 4), 0)
+            << c.name << " row " << i << " col " << j;
+    }
+  }
+}
+
+TEST(Quant, DequantRowKernelMatchesReference) {
+  for (const auto& c : cases()) {
+    auto k = kernels(best_isa(), key_of(c.w));
+    std::vector<float> a(static_cast<size_t>(c.w.cols())), b(a.size());
+    for (int64_t r : {int64_t{0}, c.w.rows() - 1}) {
+      k.dequant_row(c.w, r, a.data());
+      dequantize_row(c.w, r, b.data());
+      EXPECT_EQ(a, b) << c.name;
+    }
+  }
+}
+
+// Affine dequantization against a direct reading of the MLX layout.
+TEST(Quant, AffineLayout) {
+  Weight w = random_affine(4, 32, 2, 64, 5);
+  std::vector<float> row(64);
+  dequantize_row(w, 1, row.data());
+  const uint32_t word = w.data.data<uint32_t>()[1 * 8 + 0];
+  for (int i = 0; i < 8; ++i) {
+    float want = w.scales.data<float>()[2] * static_cast<float>((word >> (4 * i)) & 15) + w.biases.data<float>()[2];
+    EXPECT_FLOAT_EQ(row[static_cast<size_t>(i)], want);
+  }
+}
+
+TEST(Quant, BadShapesFailClearly) {
+  Weight w = random_affine(4, 48, 2, 96, 5);  // group not a multiple of 32
+  std::vector<float> x(96), y(2);
+  EXPECT_THROW(kernels(Isa::Scalar, DType::U32).linear(x.data(), 1, w, y.data()), Error);
+  Weight w3 = random_affine(4, 32, 2, 64, 5);
+  w3.bits = 3;
+  EXPECT_THROW(kernels(Isa::Scalar, DType::U32).linear(x.data(), 1, w3, y.data()), Error);
+  EXPECT_THROW(kernels(Isa::Scalar, DType::F32), Error);
+}

@@ -96,7 +96,10 @@ Prompt Service::render_chat(const json& messages, const json* tools, const json*
     if (role == "developer") out["role"] = "system";
     auto c = m.find("content");
     out["content"] = c == m.end() ? json() : flatten_content(*c, param + ".content");
-    if (out["content"].is_null() && role != "assistant") out["content"] = "";
+    // A null content (an assistant turn that only calls tools) becomes "":
+    // real templates (Qwen's among them) test `'</think>' in message.content`,
+    // which fails on None in the reference too.
+    if (out["content"].is_null()) out["content"] = "";
     if (auto tc = m.find("tool_calls"); tc != m.end() && !tc->is_null()) {
       if (!tc->is_array()) bad_request("'tool_calls' must be an array", param + ".tool_calls");
       json calls = *tc;

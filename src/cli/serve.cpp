@@ -10,6 +10,9 @@
 #include "cli/verbs.h"
 #include "ingot/engine.h"
 #include "io/config.h"
+#include "io/gguf.h"
+#include "io/gguf_tokenizer.h"
+#include "models/gguf_source.h"
 #include "server/http_app.h"
 #include "server/service.h"
 #include "template/chat_template.h"
@@ -95,7 +98,14 @@ int run_serve(const ServeFlags& f) {
     template_args = nlohmann::json::parse(f.chat_template_args, nullptr, false);
     if (!template_args.is_object()) fail(ErrorKind::InvalidArgument, "--chat-template-args must be a JSON object");
   }
-  auto tok = Tokenizer::from_dir(f.model.model);
+  // A GGUF file carries its tokenizer and chat template in its metadata.
+  std::unique_ptr<Tokenizer> tok;
+  if (is_gguf_path(f.model.model)) {
+    GgufTokenizerFiles files = gguf_tokenizer_files(*GgufFile::open(f.model.model));
+    tok = Tokenizer::from_json(files.tokenizer_json, files.tokenizer_config_json);
+  } else {
+    tok = Tokenizer::from_dir(f.model.model);
+  }
   std::string tmpl_src = tok->config().chat_template;
   if (!f.chat_template.empty())
     tmpl_src = file_exists(f.chat_template) ? read_text_file(f.chat_template) : f.chat_template;
@@ -125,7 +135,7 @@ int run_serve(const ServeFlags& f) {
   std::filesystem::path mp(f.model.model);
   std::string base = mp.filename().empty() ? mp.parent_path().filename().string() : mp.filename().string();
   so.model_id = f.served_model_name.empty() ? f.model.model : f.served_model_name;
-  so.model_aliases = {f.model.model, base};
+  so.model_aliases = {f.model.model, base, mp.stem().string()};
   so.host = f.host;
   so.port = f.port;
   so.api_key = f.api_key;

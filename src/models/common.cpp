@@ -32,6 +32,10 @@ void expect_shape(const Weight& w, int64_t rows, int64_t cols, const std::string
     fail(ErrorKind::BadFormat, name, ": expected [", rows, ", ", cols, "], got ", w.data.describe());
 }
 
+size_t embedding_bytes(const Weight& embed, const Weight& lm_head) {
+  return embed.nbytes() + (lm_head.data.storage() != embed.data.storage() ? lm_head.nbytes() : 0);
+}
+
 void expect_len(const Tensor& t, int64_t n, const std::string& name) {
   if (t.numel() != n) fail(ErrorKind::BadFormat, name, ": expected ", n, " values, got ", t.describe());
 }

@@ -21,6 +21,8 @@ BatchPlan plan_batch(const BatchInput& in, Device device);
 
 void expect_shape(const Weight& w, int64_t rows, int64_t cols, const std::string& name);
 void expect_len(const Tensor& t, int64_t n, const std::string& name);
+// Bytes of the embedding and the output head, counting a tied head once.
+size_t embedding_bytes(const Weight& embed, const Weight& lm_head);
 
 // Rounds activations to the reference's compute dtype at the points where
 // the reference materialises a tensor in that dtype (bf16 checkpoints run

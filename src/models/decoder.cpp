@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "models/common.h"
 #include "ops/ops.h"
 #include "util/error.h"
 
@@ -19,6 +20,9 @@ DecoderOptions decoder_options_for(const ModelConfig& cfg) {
 
 namespace {
 
+using family::embedding_bytes;
+using family::expect_shape;
+
 void check_config(const ModelConfig& c) {
   auto positive = [&](int64_t v, const char* name) {
     if (v <= 0) fail(ErrorKind::BadFormat, "config: ", name, " must be positive (", c.model_type, ")");
@@ -34,11 +38,6 @@ void check_config(const ModelConfig& c) {
     fail(ErrorKind::BadFormat, "config: num_attention_heads is not a multiple of num_key_value_heads");
   if (c.hidden_act != "silu" && c.hidden_act != "swish")
     fail(ErrorKind::Unsupported, "config: hidden_act '", c.hidden_act, "' is not supported for ", c.model_type);
-}
-
-void expect_shape(const Weight& w, int64_t rows, int64_t cols, const std::string& name) {
-  if (w.rows() != rows || w.cols() != cols)
-    fail(ErrorKind::BadFormat, name, ": expected [", rows, ", ", cols, "], got ", w.data.describe());
 }
 
 }  // namespace
@@ -95,7 +94,7 @@ DecoderModel::DecoderModel(const ModelConfig& cfg, const WeightSource& src, cons
     for (const Weight* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) weight_bytes_ += w->nbytes();
     layers_.push_back(std::move(L));
   }
-  weight_bytes_ += embed_.nbytes() + (lm_head_.data.storage() != embed_.data.storage() ? lm_head_.nbytes() : 0);
+  weight_bytes_ += embedding_bytes(embed_, lm_head_);
   rope_ = make_rope_spec(cfg_.rope_for("full_attention"), static_cast<int>(D), opt_.interleaved_rope);
   DType wdt = embed_.is_affine() || is_quantized(embed_.dtype()) ? DType::F32 : embed_.dtype();
   kv_dtype_ = wdt == DType::F32 ? DType::F32 : DType::BF16;

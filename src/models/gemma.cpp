@@ -94,7 +94,7 @@ class GemmaModel final : public Model {
       for (const Weight* w : {&ly.wq, &ly.wk, &ly.wv, &ly.wo, &ly.gate, &ly.up, &ly.down}) weight_bytes_ += w->nbytes();
       layers_.push_back(std::move(ly));
     }
-    weight_bytes_ += embed_.nbytes() + (lm_head_.data.storage() != embed_.data.storage() ? lm_head_.nbytes() : 0);
+    weight_bytes_ += family::embedding_bytes(embed_, lm_head_);
   }
 
   const ModelConfig& config() const override { return cfg_; }

@@ -86,7 +86,7 @@ class Qwen3MoeModel final : public Model {
       weight_bytes_ += ly.wq.nbytes() + ly.wk.nbytes() + ly.wv.nbytes() + ly.wo.nbytes();
       layers_.push_back(std::move(ly));
     }
-    weight_bytes_ += embed_.nbytes() + (lm_head_.data.storage() != embed_.data.storage() ? lm_head_.nbytes() : 0);
+    weight_bytes_ += family::embedding_bytes(embed_, lm_head_);
   }
 
   const ModelConfig& config() const override { return cfg_; }

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "backend/cpu/thread_pool.h"
+#include "parallel/tp_model.h"
 #include "tokenizer/tokenizer.h"
 #include "util/strings.h"
 #include "util/error.h"
@@ -24,6 +25,7 @@ LoadOptions load_options(const ModelFlags& f) {
 std::unique_ptr<Model> load_model_from_flags(const ModelFlags& f) {
   if (f.threads < 0) fail(ErrorKind::InvalidArgument, "--threads must be >= 0");
   if (f.threads > 0) cpu::set_num_threads(f.threads);
+  if (f.tensor_parallel != 1) return parallel::load_tensor_parallel(f.model, load_options(f), f.tensor_parallel);
   return load_model(f.model, load_options(f));
 }
 

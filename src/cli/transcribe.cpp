@@ -28,6 +28,8 @@ int run_transcribe(const TranscribeFlags& f) {
   if (f.format != "text" && f.format != "json" && f.format != "verbose_json" && f.format != "srt" && f.format != "vtt")
     fail(ErrorKind::InvalidArgument, "--format must be text, json, verbose_json, srt or vtt");
   if (f.max_tokens < 0) fail(ErrorKind::InvalidArgument, "--max-tokens must be >= 0");
+  if (f.model.tensor_parallel != 1)
+    fail(ErrorKind::Unsupported, "--tensor-parallel is not supported for Whisper models");
   auto model = WhisperModel::load(f.model.model, load_options(f.model));
   auto gen = speech::load_whisper_generation(f.model.model, model->model_config());
   std::vector<float> pcm = audio::decode_file(f.audio);

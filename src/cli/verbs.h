@@ -30,6 +30,7 @@ struct ModelFlags {
   std::string dtype = "auto";
   std::string kv = "contiguous";
   int threads = 0;
+  int tensor_parallel = 1;
 };
 void add_model_flags(CLI::App* sub, ModelFlags& f, bool model_required = true);
 

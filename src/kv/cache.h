@@ -46,7 +46,7 @@ class SequenceCache {
   virtual LayerCache& layer(int i) = 0;
   // Position of the next token.
   int64_t offset() { return num_layers() ? layer(0).length() : 0; }
-  void trim(int64_t n) {
+  virtual void trim(int64_t n) {
     for (int i = 0; i < num_layers(); ++i) layer(i).trim(n);
   }
   virtual std::unique_ptr<SequenceCache> clone() const = 0;

@@ -44,7 +44,7 @@ void check_config(const ModelConfig& c) {
 
 DecoderModel::DecoderModel(const ModelConfig& cfg, const WeightSource& src, const LoadOptions& lopt,
                            DecoderOptions dopt)
-    : cfg_(cfg), opt_(dopt), device_(lopt.device) {
+    : cfg_(cfg), opt_(dopt), device_(lopt.device), tp_(lopt.collective) {
   check_config(cfg_);
   const int64_t H = cfg_.num_attention_heads, KV = cfg_.num_key_value_heads, D = cfg_.head_dim;
   const int64_t hid = cfg_.hidden_size, inter = cfg_.intermediate_size;
@@ -133,7 +133,7 @@ Tensor DecoderModel::attention_block(const Layer& L, int li, const Tensor& h, co
     row += s.n_tokens;
   }
   Tensor o = outs.size() == 1 ? outs[0] : ops::concat_rows(outs);
-  return ops::linear(o.reshape({N, H * D}), L.wo, L.bo.defined() ? &L.bo : nullptr);
+  return tp_reduce(ops::linear(o.reshape({N, H * D}), L.wo, L.bo.defined() ? &L.bo : nullptr));
 }
 
 Tensor DecoderModel::forward(const BatchInput& in) {
@@ -164,7 +164,7 @@ Tensor DecoderModel::forward(const BatchInput& in) {
     h = ops::rms_norm(x, L.mlp_norm, eps);
     Tensor g = ops::linear(h, L.gate, L.gate_b.defined() ? &L.gate_b : nullptr);
     Tensor u = ops::linear(h, L.up, L.up_b.defined() ? &L.up_b : nullptr);
-    x = ops::add(x, ops::linear(ops::swiglu(g, u), L.down, L.down_b.defined() ? &L.down_b : nullptr));
+    x = ops::add(x, tp_reduce(ops::linear(ops::swiglu(g, u), L.down, L.down_b.defined() ? &L.down_b : nullptr)));
   }
   if (static_cast<int64_t>(pick.size()) != N) x = ops::gather_rows(x, pick);
   x = ops::rms_norm(x, final_norm_, eps);

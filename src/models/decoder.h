@@ -39,10 +39,13 @@ class DecoderModel final : public Model {
   };
   Tensor attention_block(const Layer& L, int layer_index, const Tensor& h, const Tensor& positions,
                          const BatchInput& in);
+  // Sums a row-parallel linear's partial output over tensor-parallel ranks.
+  Tensor tp_reduce(Tensor t) const { return tp_ ? tp_->all_reduce_sum(t) : t; }
 
   ModelConfig cfg_;
   DecoderOptions opt_;
   Device device_;
+  Collective* tp_ = nullptr;
   DType kv_dtype_;
   size_t weight_bytes_ = 0;
   Weight embed_, lm_head_;

@@ -44,6 +44,9 @@ class Model {
   virtual Device device() const = 0;
   // Bytes of weights as loaded.
   virtual size_t weight_bytes() const = 0;
+  // Models whose caches are not one store per layer_spec (tensor parallel)
+  // make their own; nullptr lets new_cache build it from cache_layout().
+  virtual std::unique_ptr<kv::SequenceCache> make_cache(const CacheOptions&) const { return nullptr; }
 };
 
 // A new, empty cache for one sequence of `model`.

@@ -54,6 +54,7 @@ void register_cache_kind(const std::string& kind, CacheMaker maker) { cache_kind
 
 std::unique_ptr<kv::SequenceCache> new_cache(const Model& model, const CacheOptions& opt) {
   ensure_builtin();
+  if (auto own = model.make_cache(opt)) return own;
   DType dt = opt.dtype.value_or(model.kv_dtype());
   if (opt.kind == "contiguous") return kv::make_contiguous_cache(model.cache_layout(), dt, model.device());
   auto it = cache_kinds().find(opt.kind);

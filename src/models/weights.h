@@ -6,6 +6,7 @@
 #include <string>
 
 #include "io/config.h"
+#include "ops/collective.h"
 #include "ops/weight.h"
 
 namespace ingot {
@@ -14,6 +15,9 @@ struct LoadOptions {
   Device device = Device::CPU;
   // Dense weights are converted to this dtype at load; nullopt keeps the file's.
   std::optional<DType> dtype;
+  // Tensor parallelism: this rank's group, summing the outputs of row-parallel
+  // linears (nullptr: the model is whole on one device).
+  Collective* collective = nullptr;
 };
 
 class WeightSource {

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-DENSE = ["llama", "llama3-rope", "qwen2", "qwen3"]
+DENSE = ["llama", "llama3-rope", "qwen2", "qwen3", "qwen3_moe"]
 
 
 def checker(shared_dir):

@@ -21,7 +21,7 @@ using family::expect_shape;
 class Qwen3MoeModel final : public Model {
  public:
   Qwen3MoeModel(const ModelConfig& cfg, const WeightSource& src, const LoadOptions& lopt)
-      : cfg_(cfg), device_(lopt.device) {
+      : cfg_(cfg), device_(lopt.device), tp_(lopt.collective) {
     const int64_t H = cfg_.num_attention_heads, KV = cfg_.num_key_value_heads, D = cfg_.head_dim;
     const int64_t hid = cfg_.hidden_size, L = cfg_.num_hidden_layers;
     if (H <= 0 || KV <= 0 || D <= 0 || hid <= 0 || L <= 0 || cfg_.vocab_size <= 0 || H % KV)
@@ -119,10 +119,10 @@ class Qwen3MoeModel final : public Model {
       AttnParams ap;
       ap.scale = 1.0f / std::sqrt(static_cast<float>(D));
       Tensor o = r(family::attend_with_cache(in, plan, static_cast<int>(li), q, k, v, ap));
-      x = r(ops::add(x, r(ops::linear(o.reshape({N, H * D}), L.wo))));
+      x = r(ops::add(x, r(tp_reduce(ops::linear(o.reshape({N, H * D}), L.wo)))));
       h = r(ops::rms_norm(x, L.mlp_norm, eps_));
       Tensor m = L.moe.num_experts() ? family::moe_forward(L.moe, h, r) : family::dense_mlp(L.act, h, L.gate, L.up, L.down, r);
-      x = r(ops::add(x, r(m)));
+      x = r(ops::add(x, r(tp_reduce(m))));
     }
     if (static_cast<int64_t>(plan.pick.size()) != N) x = ops::gather_rows(x, plan.pick);
     x = r(ops::rms_norm(x, final_norm_, eps_));
@@ -130,6 +130,9 @@ class Qwen3MoeModel final : public Model {
   }
 
  private:
+  // Sums a row-parallel output (o_proj, the experts' down_proj) over tensor-parallel ranks.
+  Tensor tp_reduce(Tensor t) const { return tp_ ? tp_->all_reduce_sum(t) : t; }
+
   struct Layer {
     Tensor attn_norm, mlp_norm, q_norm, k_norm;
     Weight wq, wk, wv, wo, gate, up, down;
@@ -138,6 +141,7 @@ class Qwen3MoeModel final : public Model {
   };
   ModelConfig cfg_;
   Device device_;
+  Collective* tp_ = nullptr;
   DType kv_dtype_ = DType::F32;
   float eps_ = 1e-6f;
   family::ActRound rnd_;

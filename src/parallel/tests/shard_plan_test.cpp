@@ -6,6 +6,8 @@
 #include <future>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "parallel/local_group.h"
 #include "parallel/rank_threads.h"
 #include "parallel/shard_plan.h"
@@ -74,6 +76,32 @@ TEST(ShardPlan, ReplicatesKvHeadsWhenRanksOutnumberThem) {
     Range q = p.range_of(L + "self_attn.q_proj.weight", r);
     EXPECT_EQ(q.begin / 128 / 4, r / 2);
   }
+}
+
+TEST(ShardPlan, SplitsEveryExpertAndTheSharedExpert) {
+  ModelConfig c = llama8b_shape();
+  c.model_type = "qwen3_moe";
+  c.raw = std::make_shared<nlohmann::json>(
+      nlohmann::json{{"moe_intermediate_size", 768}, {"shared_expert_intermediate_size", 512}});
+  ShardPlan p(c, 4);
+  const std::string m = L + "mlp.";
+  EXPECT_EQ(p.split_of(m + "gate.weight"), Split::Replicated);  // the router
+  EXPECT_EQ(p.split_of(m + "shared_expert_gate.weight"), Split::Replicated);
+  EXPECT_EQ(p.split_of(m + "experts.7.up_proj.weight"), Split::Rows);
+  EXPECT_EQ(p.split_of(m + "experts.7.down_proj.weight"), Split::Cols);
+  EXPECT_EQ(p.split_of(m + "shared_expert.down_proj.weight"), Split::Cols);
+  Range e = p.range_of(m + "experts.7.gate_proj.weight", 1);
+  EXPECT_EQ(e.begin, 192);
+  EXPECT_EQ(e.end, 384);
+  Range s = p.range_of(m + "shared_expert.down_proj.weight", 3);
+  EXPECT_EQ(s.begin, 384);
+  EXPECT_EQ(s.end, 512);
+  ModelConfig rc = p.rank_config();
+  EXPECT_EQ(rc.get_int("moe_intermediate_size", 0), 192);
+  EXPECT_EQ(rc.get_int("shared_expert_intermediate_size", 0), 128);
+  EXPECT_EQ(c.get_int("moe_intermediate_size", 0), 768) << "the full config is untouched";
+  c.raw = std::make_shared<nlohmann::json>(nlohmann::json{{"moe_intermediate_size", 770}});
+  EXPECT_THROW(ShardPlan(c, 4), Error);
 }
 
 TEST(ShardPlan, RefusesWhatCannotBeSplit) {

@@ -76,7 +76,8 @@ TEST_P(TensorParallelGolden, MatchesTheWholeModel) {
 INSTANTIATE_TEST_SUITE_P(Dense, TensorParallelGolden,
                          ::testing::Values(TpCase{"llama-float32", 2}, TpCase{"llama-float32", 4},
                                            TpCase{"qwen2-float32", 2}, TpCase{"qwen2-float32", 4},
-                                           TpCase{"qwen3-float32", 2}, TpCase{"llama3-rope-float32", 4}),
+                                           TpCase{"qwen3-float32", 2}, TpCase{"llama3-rope-float32", 4},
+                                           TpCase{"qwen3_moe-float32", 2}, TpCase{"qwen3_moe-float32", 4}),
                          [](const auto& info) {
                            std::string n = info.param.golden + "_tp" + std::to_string(info.param.ranks);
                            for (char& c : n)

@@ -162,7 +162,9 @@ HttpResponse completions(Service& svc, const HttpRequest& req) {
 
 namespace {
 json speech_model_entry(const Service& svc) {
-  return {{"id", svc.speech()->model_id()}, {"object", "model"}, {"created", unix_time()}, {"owned_by", "ingot"}};
+  // "audio": the web page shows its transcription button for such a model.
+  return {{"id", svc.speech()->model_id()}, {"object", "model"}, {"created", unix_time()}, {"owned_by", "ingot"},
+          {"audio", true}};
 }
 }  // namespace
 
@@ -172,11 +174,11 @@ HttpResponse list_models(Service& svc, const HttpRequest& req) {
   const std::string prefix = "/v1/models/";
   if (req.path.size() > prefix.size()) {
     std::string want = req.path.substr(prefix.size());
-    if (want == svc.options().model_id) return json_response(model);
+    if (want == svc.options().model_id) return json_response(svc.options().text_model ? model : speech_model_entry(svc));
     if (svc.speech() && svc.speech()->serves(want)) return json_response(speech_model_entry(svc));
     throw ApiError(404, "model '" + want + "' not found", "model", "model_not_found");
   }
-  json data = json::array({model});
+  json data = json::array({svc.options().text_model || !svc.speech() ? model : speech_model_entry(svc)});
   if (svc.speech() && svc.speech()->model_id() != svc.options().model_id) data.push_back(speech_model_entry(svc));
   return json_response({{"object", "list"}, {"data", data}});
 }

@@ -16,6 +16,7 @@ import pytest
 import requests
 
 from conftest import Server
+from test_web_page import browser, wait_for  # noqa: F401  (the headless Chromium fixture)
 
 RATE = 16000
 
@@ -143,6 +144,7 @@ def test_speech_only_server_formats(speech_server, jfk):
     c = sdk(speech_server)
     ids = [m.id for m in c.models.list().data]
     assert len(ids) == 1
+    assert requests.get(speech_server.url + "/v1/models", timeout=10).json()["data"][0]["audio"] is True
     with open(jfk, "rb") as f:
         r = c.audio.transcriptions.create(model="whisper-1", file=f)
     # The golden has no tokenizer: its text is the generated ids, which random weights make non-empty.
@@ -268,9 +270,9 @@ def test_queue_is_bounded(speech_server):
 def test_audio_model_beside_chat(chat_audio_server, jfk):
     s = chat_audio_server
     c = sdk(s)
-    ids = [m.id for m in c.models.list().data]
-    assert len(ids) == 2
-    chat_id, audio_id = ids
+    listed = requests.get(s.url + "/v1/models", timeout=10).json()["data"]
+    assert [m.get("audio", False) for m in listed] == [False, True]  # the page's Audio button keys on this
+    chat_id, audio_id = [m["id"] for m in listed]
     assert c.chat.completions.create(model=chat_id, messages=[{"role": "user", "content": "hi"}],
                                      max_tokens=4).choices[0].message.content is not None
     assert requests.get(s.url + "/v1/models/" + audio_id, timeout=10).json()["id"] == audio_id
@@ -314,3 +316,15 @@ def test_chat_runs_while_audio_works(chat_audio_server):
     th.join(300)
     assert done["r"].status_code == 200, done["r"].text
     assert chat_done < done["t"], "chat waited for the transcription"
+
+
+def test_web_page_transcribes_an_upload(chat_audio_server, jfk, browser):
+    """The chat page shows its Audio button for an audio model and puts the transcript in the message box."""
+    from selenium.webdriver.common.by import By
+    browser.get(chat_audio_server.url + "/")
+    button = browser.find_element(By.ID, "audio")
+    assert wait_for(lambda: button.is_displayed(), 30), "no Audio button"
+    browser.execute_script("document.getElementById('audiofile').hidden = false;")
+    browser.find_element(By.ID, "audiofile").send_keys(str(jfk))
+    box = browser.find_element(By.ID, "input")
+    assert wait_for(lambda: box.get_attribute("value").strip() != "", 60), "no transcript in the message box"

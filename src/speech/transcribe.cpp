@@ -249,6 +249,7 @@ Transcript transcribe(const WhisperModel& model, const WhisperGeneration& gen, c
   WindowDecoder dec(model, gen, opt, text);
   Transcript out;
   out.task = opt.task;
+  if (!gen.is_multilingual) out.language = "en";  // English-only checkpoints
   out.duration = static_cast<double>(pcm.size()) / kSampleRate;
   std::mt19937_64 rng(opt.seed);
   int32_t lang_id = -1;

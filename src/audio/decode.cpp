@@ -72,8 +72,11 @@ std::vector<float> run(Decoder& d, const std::string& name, int rate, const Deco
   int stream = av_find_best_stream(d.fmt, AVMEDIA_TYPE_AUDIO, -1, -1, nullptr, 0);
   if (stream < 0) fail(ErrorKind::BadFormat, name, ": no audio stream");
   AVStream* st = d.fmt->streams[stream];
-  if (st->duration > 0 && st->time_base.den > 0) {
-    double secs = static_cast<double>(st->duration) * av_q2d(st->time_base);
+  // The container's duration (the stream's, else the file's) refuses long audio before decoding it.
+  double secs = -1;
+  if (st->duration > 0 && st->time_base.den > 0) secs = static_cast<double>(st->duration) * av_q2d(st->time_base);
+  else if (d.fmt->duration > 0) secs = static_cast<double>(d.fmt->duration) / AV_TIME_BASE;
+  if (secs > 0) {
     if (secs > lim.max_seconds)
       fail(ErrorKind::InvalidArgument, name, ": audio is ", static_cast<int64_t>(secs), " s long; the limit is ",
            static_cast<int64_t>(lim.max_seconds), " s");

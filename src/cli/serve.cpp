@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "cli/model_setup.h"
+#include "cli/serve_audio.h"
 #include "cli/verbs.h"
 #include "ingot/engine.h"
 #include "io/config.h"
@@ -48,6 +49,8 @@ struct ServeFlags {
   int64_t prompt_cache_size = -1;
   std::string log_level = "info";
   bool trust_remote_code = false, use_default_chat_template = false;
+  std::string audio_model;
+  int64_t audio_queue = 4;
 };
 
 std::atomic<bool> g_stop{false};
@@ -98,26 +101,38 @@ int run_serve(const ServeFlags& f) {
     template_args = nlohmann::json::parse(f.chat_template_args, nullptr, false);
     if (!template_args.is_object()) fail(ErrorKind::InvalidArgument, "--chat-template-args must be a JSON object");
   }
+  // A Whisper checkpoint as --model serves speech only.
+  const bool speech_only = !is_gguf_path(f.model.model) && is_whisper_dir(f.model.model);
+  if (speech_only && !f.audio_model.empty())
+    fail(ErrorKind::InvalidArgument, "--audio-model: --model is already a Whisper model");
+  if (f.audio_queue < 1) fail(ErrorKind::InvalidArgument, "--audio-queue must be >= 1");
   // A GGUF file carries its tokenizer and chat template in its metadata.
   std::unique_ptr<Tokenizer> tok;
-  if (is_gguf_path(f.model.model)) {
+  if (speech_only) {
+    tok = tokenizer_for_speech_only(f.model.model);
+  } else if (is_gguf_path(f.model.model)) {
     GgufTokenizerFiles files = gguf_tokenizer_files(*GgufFile::open(f.model.model));
     tok = Tokenizer::from_json(files.tokenizer_json, files.tokenizer_config_json);
   } else {
     tok = Tokenizer::from_dir(f.model.model);
   }
-  std::string tmpl_src = tok->config().chat_template;
+  std::string tmpl_src = speech_only ? std::string() : tok->config().chat_template;
   if (!f.chat_template.empty())
     tmpl_src = file_exists(f.chat_template) ? read_text_file(f.chat_template) : f.chat_template;
   std::shared_ptr<const ChatTemplate> tmpl;
   if (!tmpl_src.empty()) tmpl = ChatTemplate::compile(tmpl_src);
 
-  auto model = load_model_from_flags(f.model);
-  const ModelConfig& cfg = model->config();
-  GenerationConfig gen_cfg = load_generation_config(f.model.model, cfg);
-  std::vector<int32_t> eos = gen_cfg.eos_token_ids;
-  if (auto id = tok->token_to_id(tok->config().eos_token); id && !tok->config().eos_token.empty())
-    if (std::find(eos.begin(), eos.end(), *id) == eos.end()) eos.push_back(*id);
+  std::unique_ptr<Model> model;
+  int64_t model_ctx = 0;
+  std::vector<int32_t> eos;
+  if (!speech_only) {
+    model = load_model_from_flags(f.model);
+    model_ctx = model->config().max_position_embeddings;
+    GenerationConfig gen_cfg = load_generation_config(f.model.model, model->config());
+    eos = gen_cfg.eos_token_ids;
+    if (auto id = tok->token_to_id(tok->config().eos_token); id && !tok->config().eos_token.empty())
+      if (std::find(eos.begin(), eos.end(), *id) == eos.end()) eos.push_back(*id);
+  }
 
   engine::EngineOptions eo;
   int conc = f.max_concurrency > 0 ? f.max_concurrency : f.decode_concurrency;
@@ -129,7 +144,7 @@ int run_serve(const ServeFlags& f) {
   eo.kv = f.model.kv;
   if (f.prompt_cache_size == 0) eo.prefix_cache = false;
   auto decoder = std::make_shared<TokenizerDecoder>(*tok);
-  auto eng = engine::start_engine(*model, eo, decoder, eos);
+  auto eng = speech_only ? no_text_engine() : engine::start_engine(*model, eo, decoder, eos);
 
   server::ServeOptions so;
   std::filesystem::path mp(f.model.model);
@@ -141,7 +156,7 @@ int run_serve(const ServeFlags& f) {
   so.api_key = f.api_key;
   so.cors = f.cors;
   so.max_body_bytes = static_cast<size_t>(f.max_body_mb * 1024 * 1024);
-  so.context_length = f.ctx > 0 ? f.ctx : cfg.max_position_embeddings;
+  so.context_length = f.ctx > 0 ? f.ctx : model_ctx;
   if (so.context_length <= 0) so.context_length = 4096;
   so.http_threads = f.http_threads;
   so.temperature = static_cast<float>(f.temp);
@@ -153,7 +168,14 @@ int run_serve(const ServeFlags& f) {
   so.tool_format = parse_tool_parser(f.tool_parser, tmpl_src);
   so.template_thinks = tmpl_src.find("<think>") != std::string::npos;
 
+  so.text_model = !speech_only;
+
+  std::unique_ptr<server::SpeechWorker> speech;
+  if (speech_only) speech = start_speech_worker(f.model.model, f.model, so.model_id, static_cast<size_t>(f.audio_queue));
+  else if (!f.audio_model.empty())
+    speech = start_speech_worker(f.audio_model, f.model, "", static_cast<size_t>(f.audio_queue));
   server::Service svc(*eng, *tok, tmpl, so);
+  svc.set_speech(speech.get());
   server::Router router(svc);
   std::signal(SIGPIPE, SIG_IGN);
   std::signal(SIGINT, on_signal);
@@ -167,8 +189,12 @@ int run_serve(const ServeFlags& f) {
     std::_Exit(0);
   }).detach();
   bool bound = server::serve_http(router, svc, [&](int port) {
-    std::printf("ingot: serving %s at http://%s:%d (OpenAI /v1/chat/completions, Anthropic /v1/messages)\n",
-                so.model_id.c_str(), f.host.c_str(), port);
+    if (speech_only)
+      std::printf("ingot: serving %s at http://%s:%d (OpenAI /v1/audio/transcriptions)\n", so.model_id.c_str(),
+                  f.host.c_str(), port);
+    else
+      std::printf("ingot: serving %s at http://%s:%d (OpenAI /v1/chat/completions, Anthropic /v1/messages)%s\n",
+                  so.model_id.c_str(), f.host.c_str(), port, speech ? " and /v1/audio/transcriptions" : "");
     std::fflush(stdout);
   }, g_stop);
   eng->shutdown();
@@ -206,6 +232,9 @@ void register_serve(CLI::App& app) {
   sub->add_option("--chat-template", f->chat_template, "chat template: a file or the template text");
   sub->add_option("--chat-template-args", f->chat_template_args, "JSON object of extra template variables");
   sub->add_option("--prompt-cache-size", f->prompt_cache_size, "0 turns the prefix cache off");
+  sub->add_option("--audio-model", f->audio_model, "Whisper checkpoint served at /v1/audio/* beside the chat model");
+  sub->add_option("--audio-queue", f->audio_queue, "transcriptions waiting beyond which new ones get 429")
+      ->capture_default_str();
   sub->add_option("--log-level", f->log_level, "debug, info, warning or error")->capture_default_str();
   sub->add_flag("--trust-remote-code", f->trust_remote_code, "accepted for mlx_lm.server compatibility (no effect)");
   sub->add_flag("--use-default-chat-template", f->use_default_chat_template,

@@ -100,6 +100,7 @@ HttpRequest to_request(const httplib::Request& r) {
   out.method = r.method;
   out.path = r.path;
   out.body = r.body;
+  for (const auto& [name, part] : r.files) out.form.push_back({name, part.filename, part.content_type, part.content});
   for (const auto& [k, v] : r.headers) {
     std::string key = k;
     for (char& c : key) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));

@@ -5,6 +5,7 @@
 #include "server/json_fields.h"
 #include "server/routes.h"
 #include "server/service.h"
+#include "server/speech_worker.h"
 #include "server/sse.h"
 #include "util/error.h"
 
@@ -159,16 +160,27 @@ HttpResponse completions(Service& svc, const HttpRequest& req) {
                         {"choices", choices}, {"usage", usage()}});
 }
 
+namespace {
+json speech_model_entry(const Service& svc) {
+  // "audio": the web page shows its transcription button for such a model.
+  return {{"id", svc.speech()->model_id()}, {"object", "model"}, {"created", unix_time()}, {"owned_by", "ingot"},
+          {"audio", true}};
+}
+}  // namespace
+
 HttpResponse list_models(Service& svc, const HttpRequest& req) {
   json model = {{"id", svc.options().model_id}, {"object", "model"}, {"created", unix_time()}, {"owned_by", "ingot"},
                 {"max_model_len", svc.options().context_length}};
   const std::string prefix = "/v1/models/";
   if (req.path.size() > prefix.size()) {
     std::string want = req.path.substr(prefix.size());
-    if (want != svc.options().model_id) throw ApiError(404, "model '" + want + "' not found", "model", "model_not_found");
-    return json_response(model);
+    if (want == svc.options().model_id) return json_response(svc.options().text_model ? model : speech_model_entry(svc));
+    if (svc.speech() && svc.speech()->serves(want)) return json_response(speech_model_entry(svc));
+    throw ApiError(404, "model '" + want + "' not found", "model", "model_not_found");
   }
-  return json_response({{"object", "list"}, {"data", json::array({model})}});
+  json data = json::array({svc.options().text_model || !svc.speech() ? model : speech_model_entry(svc)});
+  if (svc.speech() && svc.speech()->model_id() != svc.options().model_id) data.push_back(speech_model_entry(svc));
+  return json_response({{"object", "list"}, {"data", data}});
 }
 
 HttpResponse embeddings(Service& svc, const HttpRequest& req) {

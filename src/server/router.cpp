@@ -48,6 +48,8 @@ Router::Router(Service& svc) : svc_(svc) {
   add("POST", "/chat/completions", bind(chat_completions));
   add("POST", "/completions", bind(completions));
   add("GET", "/models", bind(list_models));
+  add("POST", "/v1/audio/transcriptions", bind(audio_transcriptions));
+  add("POST", "/v1/audio/translations", bind(audio_translations));
 }
 
 void Router::add(std::string method, std::string path, Handler h, bool prefix, bool auth) {
@@ -99,6 +101,9 @@ HttpResponse Router::dispatch(const HttpRequest& req) {
     res = error_response(req.path, 401, "invalid or missing API key", "", "invalid_api_key");
   } else {
     try {
+      if (!svc_.options().text_model && needs_text_model(found->method, found->path))
+        throw ApiError(400, "model '" + svc_.options().model_id + "' is a speech-to-text model and does not support chat "
+                       "or text generation; use /v1/audio/transcriptions", "model", "model_not_supported");
       res = found->handler(req);
     } catch (const std::exception& e) {
       ErrorInfo info = classify_exception(e);

@@ -21,6 +21,10 @@ HttpResponse tokenize(Service& svc, const HttpRequest& req);
 HttpResponse detokenize(Service& svc, const HttpRequest& req);
 HttpResponse health(Service& svc, const HttpRequest& req);
 HttpResponse metrics(Service& svc, const HttpRequest& req);
+HttpResponse audio_transcriptions(Service& svc, const HttpRequest& req);
+HttpResponse audio_translations(Service& svc, const HttpRequest& req);
+// Routes that need a text model (refused when only a speech model is served).
+bool needs_text_model(const std::string& method, const std::string& path);
 
 // Helpers shared by the route files.
 HttpResponse json_response(const nlohmann::json& body, int status = 200);

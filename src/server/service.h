@@ -38,6 +38,7 @@ struct ServeOptions {
   bool template_thinks = false;  // the template knows <think>
   size_t response_store_size = 256;
   bool embeddings = false;  // the model is an embedding model
+  bool text_model = true;   // false: only a speech model is served (text routes answer 400)
 };
 
 // A bounded in-memory store of Responses-API conversations (oldest evicted).
@@ -62,6 +63,8 @@ struct Prompt {
   bool opens_reasoning = false;  // the rendered prompt ends inside <think>
 };
 
+class SpeechWorker;
+
 class Service {
  public:
   Service(engine::Engine& engine, const Tokenizer& tok, std::shared_ptr<const ChatTemplate> tmpl, ServeOptions opt);
@@ -71,6 +74,9 @@ class Service {
   const ServeOptions& options() const { return opt_; }
   Metrics& metrics() { return metrics_; }
   ResponseStore& responses() { return responses_; }
+  // The speech-to-text model behind /v1/audio/*, when one is served.
+  SpeechWorker* speech() const { return speech_; }
+  void set_speech(SpeechWorker* w) { speech_ = w; }
 
   // Renders OpenAI-style messages (string or text-part content, tool calls,
   // tool results) with the chat template; 400 on anything it cannot render.
@@ -94,6 +100,7 @@ class Service {
   ServeOptions opt_;
   Metrics metrics_;
   ResponseStore responses_;
+  SpeechWorker* speech_ = nullptr;
 };
 
 std::string random_id(const std::string& prefix);

@@ -212,6 +212,8 @@ WhisperGeneration load_whisper_generation(const std::string& dir, const ModelCon
   }
   if (j.contains("no_timestamps_token_id") && j["no_timestamps_token_id"].is_number_integer())
     g.no_timestamps_id = j["no_timestamps_token_id"].get<int32_t>();
+  if (j.contains("prev_sot_token_id") && j["prev_sot_token_id"].is_number_integer())
+    g.prev_sot_id = j["prev_sot_token_id"].get<int32_t>();
   if (j.contains("max_initial_timestamp_index") && j["max_initial_timestamp_index"].is_number_integer())
     g.max_initial_timestamp_index = j["max_initial_timestamp_index"].get<int32_t>();
   g.is_multilingual = j.value("is_multilingual", !g.lang_to_id.empty());
@@ -224,6 +226,21 @@ Transcript transcribe(const WhisperModel& model, const WhisperGeneration& gen, c
   if (opt.task != "transcribe" && opt.task != "translate")
     fail(ErrorKind::InvalidArgument, "task must be transcribe or translate");
   if (opt.temperatures.empty()) fail(ErrorKind::InvalidArgument, "no decoding temperature given");
+  if (opt.task == "translate" && (!gen.is_multilingual || gen.translate_id < 0))
+    fail(ErrorKind::InvalidArgument, "this model cannot translate (it is English-only or has no translate token)");
+  if (!gen.is_multilingual && !opt.language.empty() && opt.language != "en" && opt.language != "<|en|>")
+    fail(ErrorKind::InvalidArgument, "this model is English-only; language '", opt.language, "' is not available");
+  if (gen.is_multilingual && !gen.lang_to_id.empty() && !opt.language.empty()) language_token(gen, opt.language);
+  if (!opt.prompt_ids.empty() && gen.prev_sot_id < 0)
+    fail(ErrorKind::InvalidArgument, "this model has no <|startofprev|> token, so it takes no text prompt");
+  // Like the reference, keep the prompt's last max_target_positions / 2 - 1 tokens.
+  std::vector<int32_t> prev;
+  if (!opt.prompt_ids.empty()) {
+    size_t keep = static_cast<size_t>(std::max<int64_t>(0, model.config().max_target_positions / 2 - 1));
+    prev.push_back(gen.prev_sot_id);
+    size_t from = opt.prompt_ids.size() > keep ? opt.prompt_ids.size() - keep : 0;
+    prev.insert(prev.end(), opt.prompt_ids.begin() + static_cast<std::ptrdiff_t>(from), opt.prompt_ids.end());
+  }
   for (float t : opt.temperatures)
     if (!(t >= 0.0f) || t > 2.0f) fail(ErrorKind::InvalidArgument, "temperature must be in [0, 2]");
   audio::MelConfig mc;
@@ -231,6 +248,8 @@ Transcript transcribe(const WhisperModel& model, const WhisperGeneration& gen, c
   const int64_t window = mc.n_samples;
   WindowDecoder dec(model, gen, opt, text);
   Transcript out;
+  out.task = opt.task;
+  if (!gen.is_multilingual) out.language = "en";  // English-only checkpoints
   out.duration = static_cast<double>(pcm.size()) / kSampleRate;
   std::mt19937_64 rng(opt.seed);
   int32_t lang_id = -1;
@@ -240,14 +259,15 @@ Transcript transcribe(const WhisperModel& model, const WhisperGeneration& gen, c
     Tensor mel = audio::log_mel(chunk, mc, model.device());
     Tensor enc = model.encode(mel);
     bool first = dump && out.segments.empty() && seek == 0;
-    std::vector<int32_t> prompt = {gen.decoder_start_token_id};
+    std::vector<int32_t> prompt = prev;
+    prompt.push_back(gen.decoder_start_token_id);
     if (gen.is_multilingual && !gen.lang_to_id.empty()) {
       if (lang_id < 0) {
         if (!opt.language.empty()) {
           lang_id = language_token(gen, opt.language);
         } else {  // detect from the first window
           auto st = model.start(enc);
-          std::vector<float> row = model.decode(st, prompt).to_f32_vector();
+          std::vector<float> row = model.decode(st, {gen.decoder_start_token_id}).to_f32_vector();
           float best = -std::numeric_limits<float>::infinity();
           for (const auto& [name, id] : gen.lang_to_id)
             if (id < static_cast<int32_t>(row.size()) && row[static_cast<size_t>(id)] > best) {
@@ -305,7 +325,10 @@ Transcript transcribe(const WhisperModel& model, const WhisperGeneration& gen, c
       size_t n = r.tokens.size();
       bool single_ending = n >= 1 && dec.is_timestamp(r.tokens[n - 1]) && !(n >= 2 && dec.is_timestamp(r.tokens[n - 2]));
       if (!single_ending && last_ts >= 0 && len == window) {
-        advance = std::max<int64_t>(1, static_cast<int64_t>((last_ts - dec.ts_begin()) * kSecondsPerTimestamp * kSampleRate));
+        advance = static_cast<int64_t>((last_ts - dec.ts_begin()) * kSecondsPerTimestamp * kSampleRate);
+        // A window always moves on by at least a second, so the number of windows stays bounded by the
+        // duration whatever the timestamps say.
+        advance = std::max<int64_t>(advance, kSampleRate);
       }
       if (open && !cur.tokens.empty()) {  // unterminated text runs to the window's end
         cur.end = t0 + static_cast<double>(len) / kSampleRate;
@@ -362,7 +385,7 @@ std::string format_vtt(const Transcript& t) {
 std::string format_json(const Transcript& t, bool verbose) {
   json j = {{"text", t.text}};
   if (verbose) {
-    j["task"] = "transcribe";
+    j["task"] = t.task;
     j["language"] = t.language;
     j["duration"] = t.duration;
     json segs = json::array();

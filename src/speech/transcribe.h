@@ -19,6 +19,7 @@ struct WhisperGeneration {
   std::vector<std::pair<std::string, int32_t>> lang_to_id;  // "<|en|>" -> id
   int32_t transcribe_id = -1, translate_id = -1;
   int32_t no_timestamps_id = -1;  // timestamps start right after it
+  int32_t prev_sot_id = -1;       // <|startofprev|>: a text prompt follows it
   int32_t max_initial_timestamp_index = 50;
   bool is_multilingual = false;
 };
@@ -28,6 +29,7 @@ struct TranscribeOptions {
   std::string language;  // "en" or "<|en|>"; empty: detect (multilingual models)
   std::string task = "transcribe";
   bool timestamps = false;
+  std::vector<int32_t> prompt_ids;  // previous-text prompt (after <|startofprev|>), already tokenized
   int64_t max_new_tokens = 0;  // per window; 0: the model's limit
   std::vector<float> temperatures = {0.0f, 0.2f, 0.4f, 0.6f, 0.8f, 1.0f};
   double compression_ratio_threshold = 2.4;
@@ -44,6 +46,7 @@ struct Segment {
 };
 
 struct Transcript {
+  std::string task = "transcribe";
   std::string text;
   std::string language;  // e.g. "en" when known
   double duration = 0;

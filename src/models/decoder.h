@@ -27,6 +27,7 @@ class DecoderModel final : public Model {
   DType kv_dtype() const override { return kv_dtype_; }
   Device device() const override { return device_; }
   size_t weight_bytes() const override { return weight_bytes_; }
+  bool supports_step_inputs() const override { return true; }
 
  private:
   struct Layer {
@@ -37,6 +38,7 @@ class DecoderModel final : public Model {
     Weight gate, up, down;
     Tensor gate_b, up_b, down_b;
   };
+  // Attention output before o_proj, [N, H * D].
   Tensor attention_block(const Layer& L, int layer_index, const Tensor& h, const Tensor& positions,
                          const BatchInput& in);
 

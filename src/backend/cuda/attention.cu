@@ -56,6 +56,11 @@ __global__ void attention_kernel(const float* q, const T* k, const T* v, float* 
   float* ps = smem + d;     // [kTile]
   float* red = ps + kTile;  // [kTile / 32]
   const int64_t i = blockIdx.x / h, hh = blockIdx.x % h, kh = hh / (h / kvh);
+  if (p.kv_len) {
+    // Graph-replayed step: the key count lives on the device; the queries are the last rows.
+    s = min(s, static_cast<int64_t>(*p.kv_len));
+    p.q_offset = s - static_cast<int64_t>(gridDim.x / h);
+  }
   const int64_t qpos = p.q_offset + i;
   int64_t hi = p.causal ? min(s - 1, qpos) : s - 1;
   const int64_t lo_all = p.window > 0 ? max(static_cast<int64_t>(0), qpos - p.window + 1) : 0;
@@ -163,8 +168,10 @@ void launch_attention(const float* q, const void* k, const void* v, DType kvdt, 
   size_t smem = static_cast<size_t>(d + kTile + kTile / 32) * sizeof(float);
   if (kvdt != DType::F32 && kvdt != DType::BF16)
     fail(ErrorKind::Unsupported, "CUDA attention over ", dtype_name(kvdt), " keys");
-  // Keys a query row sees at most (the last row under a causal mask).
-  const int64_t last = p.causal ? std::min(s - 1, p.q_offset + t - 1) : s - 1;
+  // Keys a query row sees at most (the last row under a causal mask). With a
+  // device key count the host knows only the reserved rows: splits cover them
+  // all and splits past the count contribute nothing.
+  const int64_t last = p.causal && !p.kv_len ? std::min(s - 1, p.q_offset + t - 1) : s - 1;
   const int64_t keys = p.window > 0 ? std::min(p.window, last + 1) : last + 1;
   const int64_t splits = split_count(t * h, keys);
   Tensor ml, acc;

@@ -155,3 +155,56 @@ TEST_F(CudaOps, SplitKeyDecodeAttention) {
     }
   }
 }
+
+// The fused GEMV epilogues equal the separate ops bit for bit (both row layouts).
+TEST_F(CudaOps, FusedResidualAndSwiGluGemvAreExact) {
+  for (auto [m, k] : {std::pair<int64_t, int64_t>{96, 4096}, {4100, 512}}) {
+    Weight w, g, u;
+    w.data = gpu(randn({m, k}, 40, 0.05f).to(DType::BF16));
+    g.data = gpu(randn({m, k}, 41, 0.05f).to(DType::BF16));
+    u.data = gpu(randn({m, k}, 42, 0.05f).to(DType::BF16));
+    for (int64_t n : {1, 3, 8}) {
+      Tensor x = gpu(randn({n, k}, 43)), res = gpu(randn({n, m}, 44));
+      EXPECT_EQ(ops::linear_residual(x, w, nullptr, res).to_f32_vector(),
+                ops::add(res, ops::linear(x, w)).to_f32_vector())
+          << m << " " << n;
+      EXPECT_EQ(ops::glu_linear(GluOp::SwiGlu, x, g, u).to_f32_vector(),
+                ops::swiglu(ops::linear(x, g), ops::linear(x, u)).to_f32_vector())
+          << m << " " << n;
+    }
+  }
+}
+
+// Rows written at device positions, then attention bounded by a device key count.
+TEST_F(CudaOps, WriteRowsAtAndDeviceKeyCount) {
+  Tensor store = Tensor::zeros({600, 4, 32}, DType::BF16, Device::CUDA);
+  Tensor vstore = Tensor::zeros({600, 4, 32}, DType::BF16, Device::CUDA);
+  Tensor k = randn({450, 4, 32}, 50).to(DType::BF16), v = randn({450, 4, 32}, 51).to(DType::BF16);
+  std::vector<int32_t> all(450);
+  for (int32_t i = 0; i < 450; ++i) all[static_cast<size_t>(i)] = 449 - i;  // reversed order
+  Tensor rk = Tensor::empty({450, 4, 32}, DType::BF16), rv = Tensor::empty({450, 4, 32}, DType::BF16);
+  for (int64_t i = 0; i < 450; ++i) {
+    Tensor a = rk.slice(0, 449 - i, 450 - i), b = rv.slice(0, 449 - i, 450 - i);
+    copy_into(k.slice(0, i, i + 1), a);
+    copy_into(v.slice(0, i, i + 1), b);
+  }
+  Tensor rows = Tensor::from_i32(all, {450}).to(Device::CUDA);
+  ops::write_rows_at(store, gpu(k), rows);
+  ops::write_rows_at(vstore, gpu(v), rows);
+  EXPECT_EQ(store.slice(0, 0, 450).to(Device::CPU).to_f32_vector(), rk.to_f32_vector());
+  EXPECT_EQ(store.slice(0, 450, 600).to(Device::CPU).to_f32_vector(), std::vector<float>(150 * 4 * 32, 0.0f));
+  for (int64_t t : {1, 2}) {
+    Tensor q = randn({t, 16, 32}, 52);
+    Tensor len = Tensor::from_i32({450}, {1}).to(Device::CUDA);
+    AttnParams p;
+    p.scale = 0.17f;
+    p.q_offset = 450 - t;
+    AttnParams pd = p;
+    pd.q_offset = 0;
+    pd.kv_len = len.data<int32_t>();
+    EXPECT_LT(rel(ops::attention(gpu(q), store, vstore, pd), ops::attention(q, rk, rv, p)), 1e-5) << t;
+  }
+  Tensor cnt = Tensor::from_i32({5, -2, 7}, {3}).to(Device::CUDA);
+  ops::add_i32_inplace(cnt, 3);
+  EXPECT_EQ(cnt.to_i32_vector(), (std::vector<int32_t>{8, 1, 10}));
+}

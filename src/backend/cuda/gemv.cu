@@ -80,6 +80,55 @@ __device__ inline void dot_rows(const uint4* __restrict__ wr, const float* __res
   }
 }
 
+// dot_rows for two weight rows at once (gate and up): twice the loads in
+// flight, each accumulator summed in dot_rows' order.
+template <int N, int kStride>
+__device__ inline void dot_rows2(const uint4* __restrict__ wr, const uint4* __restrict__ wr2,
+                                 const float* __restrict__ x, int64_t k, int part, float (&acc)[N], float (&acc2)[N]) {
+  const int64_t chunks = k / 8;
+  constexpr int kU = kUnroll / 2 > 0 ? kUnroll / 2 : 1;
+  for (int64_t c0 = part; c0 < chunks; c0 += kStride * kU) {
+    uint4 wv[kU], wv2[kU];
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      int64_t c = c0 + int64_t(u) * kStride;
+      wv[u] = c < chunks ? __ldg(wr + c) : make_uint4(0, 0, 0, 0);
+      wv2[u] = c < chunks ? __ldg(wr2 + c) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      int64_t c = c0 + int64_t(u) * kStride;
+      if (c >= chunks) break;
+      const __nv_bfloat162* wp = reinterpret_cast<const __nv_bfloat162*>(&wv[u]);
+      const __nv_bfloat162* wp2 = reinterpret_cast<const __nv_bfloat162*>(&wv2[u]);
+      float wf[8], wf2[8];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        float2 f = __bfloat1622float2(wp[j]), f2 = __bfloat1622float2(wp2[j]);
+        wf[2 * j] = f.x;
+        wf[2 * j + 1] = f.y;
+        wf2[2 * j] = f2.x;
+        wf2[2 * j + 1] = f2.y;
+      }
+#pragma unroll
+      for (int r = 0; r < N; ++r) {
+        const float4* xp = reinterpret_cast<const float4*>(x + r * k + c * 8);
+        float4 a = __ldg(xp), b = __ldg(xp + 1);
+        const float xv[8] = {round_bf16(a.x), round_bf16(a.y), round_bf16(a.z), round_bf16(a.w),
+                             round_bf16(b.x), round_bf16(b.y), round_bf16(b.z), round_bf16(b.w)};
+        float s = acc[r], s2 = acc2[r];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          s = fmaf(wf[e], xv[e], s);
+          s2 = fmaf(wf2[e], xv[e], s2);
+        }
+        acc[r] = s;
+        acc2[r] = s2;
+      }
+    }
+  }
+}
+
 // Sums acc over the row's threads; thread 0 of the row (lane 0 for WPR = 1,
 // thread r of the block for WPR > 1) gets the total of activation row r.
 template <int N, int WPR>
@@ -108,8 +157,11 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   float acc[N], acc2[N];
 #pragma unroll
   for (int r = 0; r < N; ++r) acc[r] = acc2[r] = 0.0f;
-  dot_rows<N, kStride>(reinterpret_cast<const uint4*>(w + row * ldw), x, k, part, acc);
-  if constexpr (MODE == kSwiGlu) dot_rows<N, kStride>(reinterpret_cast<const uint4*>(w2 + row * ldw), x, k, part, acc2);
+  if constexpr (MODE == kSwiGlu)
+    dot_rows2<N, kStride>(reinterpret_cast<const uint4*>(w + row * ldw), reinterpret_cast<const uint4*>(w2 + row * ldw),
+                          x, k, part, acc, acc2);
+  else
+    dot_rows<N, kStride>(reinterpret_cast<const uint4*>(w + row * ldw), x, k, part, acc);
   __shared__ float partial[WPR > 1 ? N * kWarpsPerBlock : 1];
   __shared__ float partial2[WPR > 1 && MODE == kSwiGlu ? N * kWarpsPerBlock : 1];
   reduce_row<N, WPR>(acc, partial, lane, warp);

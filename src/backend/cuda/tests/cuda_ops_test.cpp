@@ -208,3 +208,16 @@ TEST_F(CudaOps, WriteRowsAtAndDeviceKeyCount) {
   ops::add_i32_inplace(cnt, 3);
   EXPECT_EQ(cnt.to_i32_vector(), (std::vector<int32_t>{8, 1, 10}));
 }
+
+// Vocabularies past one block's share take the three-pass argmax: same ids as the CPU.
+TEST_F(CudaOps, LargeVocabularyArgmax) {
+  const int64_t v = 128256;
+  Tensor x = randn({3, v}, 60, 3.0f);
+  float* p = x.data<float>();
+  p[70000] = 50.0f;  // row 0: a clear winner late in the row
+  p[v + 5] = 40.0f;  // row 1: a tie, the lower index wins
+  p[v + 100001] = 40.0f;
+  p[2 * v + 9] = NAN;  // row 2: non-finite -> 0
+  EXPECT_EQ(ops::argmax(gpu(x)).to_i32_vector(), ops::argmax(x).to_i32_vector());
+  EXPECT_EQ(ops::argmax(gpu(x)).to_i32_vector(), (std::vector<int32_t>{70000, 5, 0}));
+}

@@ -27,12 +27,16 @@ class GreedyStepGraph {
   std::vector<int32_t> step(const std::vector<int32_t>& tokens);
   // Feeds the tokens the previous step returned, without uploading them.
   std::vector<int32_t> next();
+  // n steps like next(), queued back to back with no wait in between; the
+  // tokens come back in one read at the end: result[i] = sequence i's n tokens.
+  std::vector<std::vector<int32_t>> next_n(int64_t n);
   int64_t batch() const { return static_cast<int64_t>(caches_.size()); }
 
  private:
   GreedyStepGraph(Model& model, std::vector<kv::SequenceCache*> caches, int64_t max_tokens);
   void upload_positions();
   std::vector<int32_t> run();
+  void replay_once();
 
   Model& model_;
   std::vector<kv::SequenceCache*> caches_;
@@ -40,6 +44,9 @@ class GreedyStepGraph {
   StepInputs in_;
   BatchInput batch_;
   Tensor logits_, next_ids_;  // outputs the graph writes (kept alive for its lifetime)
+  // Every generated id by position: sequence i's token for position p is at
+  // i * max_tokens + p; hist_rows_ holds each sequence's next slot.
+  Tensor history_, hist_rows_;
   std::unique_ptr<StepGraph> graph_;  // declared last: destroyed before the buffers it uses
 };
 

@@ -133,10 +133,13 @@ TEST_F(StepGraphCuda, ReplayMatchesPlainStepsBatchOfThree) {
   auto g = GreedyStepGraph::create(*model, {b[0].get(), b[1].get(), b[2].get()}, 512);
   ASSERT_NE(g, nullptr);
   std::vector<std::vector<int32_t>> got(lens.size());
-  for (int s = 0; s < steps; ++s) {
+  for (int s = 0; s < steps / 2; ++s) {
     auto t = s == 0 ? g->step(first) : g->next();
     for (size_t i = 0; i < lens.size(); ++i) got[i].push_back(t[i]);
   }
+  // The second half queued back to back, the ids read once.
+  auto rest = g->next_n(steps - steps / 2);
+  for (size_t i = 0; i < lens.size(); ++i) got[i].insert(got[i].end(), rest[i].begin(), rest[i].end());
   for (size_t i = 0; i < lens.size(); ++i) {
     EXPECT_EQ(got[i], want[i]) << "sequence " << i;
     EXPECT_EQ(b[i]->offset(), a[i]->offset()) << "host length after replays";
@@ -167,8 +170,8 @@ TEST_F(StepGraphCuda, HostTokensRestartTheReplayAndTheReservedLengthIsEnforced) 
   EXPECT_EQ(g->next()[0], w2[0][1]);
   EXPECT_EQ(g->next()[0], w2[0][2]);
   EXPECT_EQ(b->offset(), 14);
-  g->next();
-  g->next();  // offset 16: full
+  EXPECT_THROW(g->next_n(3), Error);  // would pass the 16 reserved
+  g->next_n(2);  // offset 16: full
   EXPECT_THROW(g->next(), Error);
 }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/runtime.h"
@@ -19,6 +20,7 @@ namespace ingot::cuda {
 namespace {
 
 constexpr int kTile = 128;
+constexpr int64_t kGroupMinRows = 16;  // query rows from which GQA heads share a block
 constexpr int kMaxDvPerThread = 4;  // head dims up to 512
 
 template <typename T>
@@ -161,6 +163,134 @@ __global__ void attention_kernel(const float* q, const T* k, const T* v, float* 
   }
 }
 
+// The G query heads that share one K/V head, in one block: each key and
+// value row is read once for all G heads (GQA), G online softmaxes side by
+// side. Same split layout and partials as attention_kernel.
+template <typename T>
+__device__ inline void load8(const T* p, float (&f)[8]) {
+#pragma unroll
+  for (int e = 0; e < 8; ++e) f[e] = ld(p, e);
+}
+template <>
+__device__ inline void load8<__nv_bfloat16>(const __nv_bfloat16* p, float (&f)[8]) {
+  uint4 w = __ldg(reinterpret_cast<const uint4*>(p));
+  const __nv_bfloat162* wp = reinterpret_cast<const __nv_bfloat162*>(&w);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    float2 x = __bfloat1622float2(wp[j]);
+    f[2 * j] = x.x;
+    f[2 * j + 1] = x.y;
+  }
+}
+
+template <typename T, int G>
+__global__ void attention_group_kernel(const float* q, const T* k, const T* v, float* out, int64_t h, int64_t d,
+                                       int64_t s, int64_t kvh, int64_t dv, AttnParams p, float* part_ml,
+                                       float* part_acc) {
+  extern __shared__ float smem[];
+  float* qs = smem;              // [G * d]
+  float* ps = smem + G * d;      // [G * kTile]
+  float* red = ps + G * kTile;   // [kTile / 32]
+  const int64_t i = blockIdx.x / kvh, kh = blockIdx.x % kvh;
+  if (p.kv_len) {
+    s = min(s, static_cast<int64_t>(*p.kv_len));
+    p.q_offset = s - static_cast<int64_t>(gridDim.x / kvh);
+  }
+  const int64_t qpos = p.q_offset + i;
+  int64_t hi = p.causal ? min(s - 1, qpos) : s - 1;
+  const int64_t lo_all = p.window > 0 ? max(static_cast<int64_t>(0), qpos - p.window + 1) : 0;
+  const int64_t splits = gridDim.y, chunk = (hi - lo_all + splits) / splits;
+  const int64_t lo = lo_all + blockIdx.y * chunk;
+  hi = min(hi, lo + chunk - 1);
+  const int64_t h0 = kh * G;  // first query head of the group
+  for (int64_t c = threadIdx.x; c < G * d; c += blockDim.x) qs[c] = q[(i * h + h0) * d + c];
+  __syncthreads();
+  float acc[G][kMaxDvPerThread];
+  float m[G], l[G];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0;
+#pragma unroll
+    for (int r = 0; r < kMaxDvPerThread; ++r) acc[g][r] = 0;
+  }
+  for (int64_t t0 = lo; t0 <= hi; t0 += kTile) {
+    const int64_t j = t0 + threadIdx.x;
+    float sc[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) sc[g] = 0;
+    if (j <= hi) {
+      const T* kr = k + (j * kvh + kh) * d;
+      for (int64_t c8 = 0; c8 < d / 8; ++c8) {
+        float f[8];
+        load8(kr + c8 * 8, f);
+#pragma unroll
+        for (int g = 0; g < G; ++g)
+#pragma unroll
+          for (int e = 0; e < 8; ++e) sc[g] = fmaf(qs[g * d + c8 * 8 + e], f[e], sc[g]);
+      }
+    }
+    float corr[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      float score = -INFINITY;
+      if (j <= hi) {
+        float dot = sc[g] * p.scale;
+        if (p.softcap > 0) dot = tanhf(dot / p.softcap) * p.softcap;
+        score = dot;
+      }
+      const float nm = fmaxf(m[g], tile_max(score, red));
+      const float pj = j <= hi ? expf(score - nm) : 0.0f;
+      corr[g] = expf(m[g] - nm);
+      l[g] = l[g] * corr[g] + tile_sum(pj, red);
+      ps[g * kTile + threadIdx.x] = pj;
+      m[g] = nm;
+    }
+    __syncthreads();
+    const int64_t n = min(static_cast<int64_t>(kTile), hi - t0 + 1);
+#pragma unroll
+    for (int r = 0; r < kMaxDvPerThread; ++r) {
+      const int64_t c = threadIdx.x + r * kTile;
+      if (c >= dv) break;
+      const T* vc = v + kh * dv + c;
+      const int64_t vs = kvh * dv;
+      float a[G];
+#pragma unroll
+      for (int g = 0; g < G; ++g) a[g] = 0;
+      for (int64_t jj = 0; jj < n; ++jj) {
+        const float vv = ld(vc, (t0 + jj) * vs);
+#pragma unroll
+        for (int g = 0; g < G; ++g) a[g] = fmaf(ps[g * kTile + jj], vv, a[g]);
+      }
+#pragma unroll
+      for (int g = 0; g < G; ++g) acc[g][r] = acc[g][r] * corr[g] + a[g];
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    const int64_t qh = i * h + h0 + g;
+    if (splits > 1) {
+      const int64_t slot = qh * splits + blockIdx.y;
+      if (threadIdx.x == 0) {
+        part_ml[2 * slot] = m[g];
+        part_ml[2 * slot + 1] = l[g];
+      }
+#pragma unroll
+      for (int r = 0; r < kMaxDvPerThread; ++r) {
+        const int64_t c = threadIdx.x + r * kTile;
+        if (c < dv) part_acc[slot * dv + c] = acc[g][r];
+      }
+    } else {
+#pragma unroll
+      for (int r = 0; r < kMaxDvPerThread; ++r) {
+        const int64_t c = threadIdx.x + r * kTile;
+        if (c < dv) out[qh * dv + c] = l[g] > 0 ? acc[g][r] / l[g] : 0.0f;
+      }
+    }
+  }
+}
+
 // One block per (query, head): rescales every split to the common max.
 __global__ void merge_splits_kernel(const float* part_ml, const float* part_acc, float* out, int64_t splits,
                                     int64_t dv) {
@@ -181,6 +311,15 @@ __global__ void merge_splits_kernel(const float* part_ml, const float* part_acc,
 
 // Splits so that a decode step fills the GPU: about four blocks per SM,
 // never a split of less than one tile of keys.
+// INGOT_CUDA_GQA_BLOCKS=0 keeps one block per query head (to measure the grouped kernel beside it).
+bool group_kernel_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("INGOT_CUDA_GQA_BLOCKS");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return on;
+}
+
 int64_t split_count(int64_t rows, int64_t keys) {
   static const int sms = [] {
     int dev = 0, n = 0;
@@ -212,7 +351,17 @@ void launch_attention(const float* q, const void* k, const void* v, DType kvdt, 
   // all and splits past the count contribute nothing.
   const int64_t last = p.causal && !p.kv_len ? std::min(s - 1, p.q_offset + t - 1) : s - 1;
   const int64_t keys = p.window > 0 ? std::min(p.window, last + 1) : last + 1;
-  const int64_t splits = split_count(t * h, keys);
+  // GQA groups of 2, 4 or 8 query heads share their K/V reads (16-byte
+  // aligned rows of a multiple of 8 elements); other shapes take one block per head.
+  const int64_t group = h / kvh;
+  const bool aligned = d % 8 == 0 && (reinterpret_cast<uintptr_t>(k) & 15) == 0;
+  // Decode (few query rows) keeps one block per head: grouping would leave
+  // too few blocks (measured on the H200, bench/RESULTS.md).
+  const bool many_rows = t >= kGroupMinRows;
+  const int G = aligned && many_rows && group_kernel_enabled() && (group == 2 || group == 4 || group == 8)
+                    ? static_cast<int>(group)
+                    : 1;
+  const int64_t splits = split_count(t * h / G, keys);
   Tensor ml, acc;
   float *ml_p = nullptr, *acc_p = nullptr;
   if (splits > 1) {
@@ -220,6 +369,32 @@ void launch_attention(const float* q, const void* k, const void* v, DType kvdt, 
     acc = Tensor::empty({t * h * splits * dv}, DType::F32, Device::CUDA);
     ml_p = ml.data<float>();
     acc_p = acc.data<float>();
+  }
+  if (G > 1) {
+    dim3 grid(static_cast<unsigned>(t * kvh), static_cast<unsigned>(splits));
+    const size_t gsmem = static_cast<size_t>(G * d + G * kTile + kTile / 32) * sizeof(float);
+    auto go = [&](auto tag, auto gc) {
+      using T = decltype(tag);
+      constexpr int GG = decltype(gc)::value;
+      attention_group_kernel<T, GG><<<grid, kTile, gsmem, stream()>>>(q, static_cast<const T*>(k),
+                                                                      static_cast<const T*>(v), out, h, d, s, kvh, dv,
+                                                                      p, ml_p, acc_p);
+    };
+    if (kvdt == DType::F32) {
+      if (G == 2) go(float{}, std::integral_constant<int, 2>{});
+      else if (G == 4) go(float{}, std::integral_constant<int, 4>{});
+      else go(float{}, std::integral_constant<int, 8>{});
+    } else {
+      if (G == 2) go(__nv_bfloat16{}, std::integral_constant<int, 2>{});
+      else if (G == 4) go(__nv_bfloat16{}, std::integral_constant<int, 4>{});
+      else go(__nv_bfloat16{}, std::integral_constant<int, 8>{});
+    }
+    CUDA_LAUNCH_OK();
+    if (splits > 1) {
+      merge_splits_kernel<<<static_cast<unsigned>(t * h), 128, 0, stream()>>>(ml_p, acc_p, out, splits, dv);
+      CUDA_LAUNCH_OK();
+    }
+    return;
   }
   dim3 grid(static_cast<unsigned>(t * h), static_cast<unsigned>(splits));
   if (kvdt == DType::F32)

@@ -221,3 +221,23 @@ TEST_F(CudaOps, LargeVocabularyArgmax) {
   EXPECT_EQ(ops::argmax(gpu(x)).to_i32_vector(), ops::argmax(x).to_i32_vector());
   EXPECT_EQ(ops::argmax(gpu(x)).to_i32_vector(), (std::vector<int32_t>{70000, 5, 0}));
 }
+
+// Prefill-sized query blocks take the GQA-grouped kernel (groups of 2, 4, 8).
+TEST_F(CudaOps, GroupedQueryHeadsPrefillAttention) {
+  for (auto [h, kvh] : {std::pair<int64_t, int64_t>{8, 4}, {32, 8}, {16, 2}}) {
+    const int64_t t = 40, s = 300, d = 64;
+    Tensor q = randn({t, h, d}, 70), k = randn({s, kvh, d}, 71), v = randn({s, kvh, d}, 72);
+    Tensor kb = k.to(DType::BF16), vb = v.to(DType::BF16);
+    for (int64_t window : {0, 50}) {
+      AttnParams p;
+      p.scale = 0.125f;
+      p.q_offset = s - t;
+      p.window = window;
+      EXPECT_LT(rel(ops::attention(gpu(q), gpu(k), gpu(v), p), ops::attention(q, k, v, p)), 1e-5) << h << "/" << kvh;
+      EXPECT_LT(rel(ops::attention(gpu(q), gpu(kb), gpu(vb), p), ops::attention(q, kb, vb, p)), 1e-5) << h << "/" << kvh;
+      // Deterministic: the same inputs give the same bits.
+      EXPECT_EQ(ops::attention(gpu(q), gpu(kb), gpu(vb), p).to_f32_vector(),
+                ops::attention(gpu(q), gpu(kb), gpu(vb), p).to_f32_vector());
+    }
+  }
+}

@@ -37,6 +37,19 @@ class LayerCache {
   // Recurrent-state layers (gated DeltaNet) expose their state here instead
   // of K/V; attention stores return nullptr.
   virtual LinearState* linear_state() { return nullptr; }
+
+  // ---- Graph-replayable steps (runtime/step_graph.h): storage that never
+  // moves, and appends / attention that take the position and the key count
+  // from device memory so one captured step serves every token. Stores
+  // without them report unsupported.
+  // Makes room for `tokens` without moving storage again; false if unsupported.
+  virtual bool reserve_fixed(int64_t tokens) { (void)tokens; return false; }
+  // Writes k/v rows at the device positions (i32 [T]); the host length is unchanged.
+  virtual void append_at(const Tensor& k, const Tensor& v, const Tensor& positions);
+  // attend() over the first *kv_len (device i32 [1]) reserved rows.
+  virtual Tensor attend_upto(const Tensor& q, AttnParams p, const Tensor& kv_len) const;
+  // Host bookkeeping for n tokens that replayed steps appended on the device.
+  virtual void advance(int64_t n);
 };
 
 class SequenceCache {
@@ -50,6 +63,15 @@ class SequenceCache {
     for (int i = 0; i < num_layers(); ++i) layer(i).trim(n);
   }
   virtual std::unique_ptr<SequenceCache> clone() const = 0;
+  // Every layer reserve_fixed(tokens); false if one cannot.
+  bool reserve_fixed(int64_t tokens) {
+    for (int i = 0; i < num_layers(); ++i)
+      if (!layer(i).reserve_fixed(tokens)) return false;
+    return true;
+  }
+  void advance(int64_t n) {
+    for (int i = 0; i < num_layers(); ++i) layer(i).advance(n);
+  }
 };
 
 enum class LayerKind { Attention, LinearState };

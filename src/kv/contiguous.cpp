@@ -47,6 +47,31 @@ void ContiguousLayerCache::trim(int64_t n) {
   len_ -= n;
 }
 
+bool ContiguousLayerCache::reserve_fixed(int64_t tokens) {
+  reserve(tokens);
+  return true;
+}
+
+void ContiguousLayerCache::append_at(const Tensor& k, const Tensor& v, const Tensor& positions) {
+  INGOT_CHECK(k.dim(1) == spec_.kv_heads && k.dim(2) == spec_.head_dim && v.dim(0) == k.dim(0));
+  INGOT_CHECK(k_.defined(), "append_at needs reserve_fixed first");
+  // The backend rounds to the store's dtype as it writes (one kernel, not two).
+  ops::write_rows_at(k_, k.contiguous(), positions);
+  ops::write_rows_at(v_, v.contiguous(), positions);
+}
+
+Tensor ContiguousLayerCache::attend_upto(const Tensor& q, AttnParams p, const Tensor& kv_len) const {
+  INGOT_CHECK(k_.defined(), "attend_upto needs reserve_fixed first");
+  p.q_offset = 0;
+  p.kv_len = kv_len.data<int32_t>();
+  return ops::attention(q, k_, v_, p);
+}
+
+void ContiguousLayerCache::advance(int64_t n) {
+  INGOT_CHECK(n >= 0 && k_.defined() && len_ + n <= k_.dim(0), "advance past the reserved rows");
+  len_ += n;
+}
+
 std::unique_ptr<LayerCache> ContiguousLayerCache::clone() const {
   auto c = std::make_unique<ContiguousLayerCache>(spec_, dtype_, device_);
   if (len_) {

@@ -13,6 +13,10 @@ class ContiguousLayerCache final : public LayerCache {
   std::pair<Tensor, Tensor> fetch(int64_t* first_pos) const override;
   void trim(int64_t n) override;
   std::unique_ptr<LayerCache> clone() const override;
+  bool reserve_fixed(int64_t tokens) override;
+  void append_at(const Tensor& k, const Tensor& v, const Tensor& positions) override;
+  Tensor attend_upto(const Tensor& q, AttnParams p, const Tensor& kv_len) const override;
+  void advance(int64_t n) override;
 
  private:
   void reserve(int64_t tokens);

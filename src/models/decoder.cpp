@@ -126,18 +126,27 @@ Tensor DecoderModel::attention_block(const Layer& L, int li, const Tensor& h, co
   ap.window = cache_layout()[static_cast<size_t>(li)].window;
   std::vector<Tensor> outs;
   int64_t row = 0;
-  for (const SeqInput& s : in.seqs) {
+  for (size_t si = 0; si < in.seqs.size(); ++si) {
+    const SeqInput& s = in.seqs[si];
     auto& lc = s.cache->layer(li);
-    lc.append(k.slice(0, row, row + s.n_tokens), v.slice(0, row, row + s.n_tokens));
-    outs.push_back(lc.attend(q.slice(0, row, row + s.n_tokens).contiguous(), ap));
+    Tensor ks = k.slice(0, row, row + s.n_tokens), vs = v.slice(0, row, row + s.n_tokens);
+    Tensor qs = q.slice(0, row, row + s.n_tokens).contiguous();
+    if (in.step) {
+      lc.append_at(ks, vs, positions.slice(0, row, row + s.n_tokens));
+      const int64_t j = static_cast<int64_t>(si);
+      outs.push_back(lc.attend_upto(qs, ap, in.step->kv_lens.slice(0, j, j + 1)));
+    } else {
+      lc.append(ks, vs);
+      outs.push_back(lc.attend(qs, ap));
+    }
     row += s.n_tokens;
   }
   Tensor o = outs.size() == 1 ? outs[0] : ops::concat_rows(outs);
-  return tp_reduce(ops::linear(o.reshape({N, H * D}), L.wo, L.bo.defined() ? &L.bo : nullptr));
+  return o.reshape({N, H * D});
 }
 
 Tensor DecoderModel::forward(const BatchInput& in) {
-  const int64_t N = static_cast<int64_t>(in.tokens.size());
+  const int64_t N = in.step ? in.step->ids.numel() : static_cast<int64_t>(in.tokens.size());
   int64_t total = 0;
   std::vector<int32_t> pos;
   pos.reserve(static_cast<size_t>(N));
@@ -152,23 +161,33 @@ Tensor DecoderModel::forward(const BatchInput& in) {
     total += s.n_tokens;
   }
   INGOT_CHECK(total == N, "batch tokens do not add up");
-  Tensor ids = Tensor::from_i32(in.tokens, {N}).to(device_);
-  Tensor positions = Tensor::from_i32(pos, {N}).to(device_);
+  Tensor ids = in.step ? in.step->ids : Tensor::from_i32(in.tokens, {N}).to(device_);
+  Tensor positions = in.step ? in.step->positions : Tensor::from_i32(pos, {N}).to(device_);
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
 
   Tensor x = ops::embedding(embed_, ids);
   for (size_t li = 0; li < layers_.size(); ++li) {
     const Layer& L = layers_[li];
     Tensor h = ops::rms_norm(x, L.attn_norm, eps);
-    x = ops::add(x, attention_block(L, static_cast<int>(li), h, positions, in));
+    Tensor o = attention_block(L, static_cast<int>(li), h, positions, in);
+    x = row_parallel_residual(o, L.wo, L.bo.defined() ? &L.bo : nullptr, x);
     h = ops::rms_norm(x, L.mlp_norm, eps);
-    Tensor g = ops::linear(h, L.gate, L.gate_b.defined() ? &L.gate_b : nullptr);
-    Tensor u = ops::linear(h, L.up, L.up_b.defined() ? &L.up_b : nullptr);
-    x = ops::add(x, tp_reduce(ops::linear(ops::swiglu(g, u), L.down, L.down_b.defined() ? &L.down_b : nullptr)));
+    Tensor a = ops::glu_linear(GluOp::SwiGlu, h, L.gate, L.up, L.gate_b.defined() ? &L.gate_b : nullptr,
+                               L.up_b.defined() ? &L.up_b : nullptr);
+    x = row_parallel_residual(a, L.down, L.down_b.defined() ? &L.down_b : nullptr, x);
   }
   if (static_cast<int64_t>(pick.size()) != N) x = ops::gather_rows(x, pick);
   x = ops::rms_norm(x, final_norm_, eps);
   return ops::cast(ops::linear(x, lm_head_), DType::F32);
+}
+
+Tensor DecoderModel::row_parallel_residual(const Tensor& a, const Weight& w, const Tensor* b,
+                                           const Tensor& residual) const {
+  if (!tp_) return ops::linear_residual(a, w, b, residual);
+  // Each rank holds a slice of the input columns: sum the partial products,
+  // adding the residual on one rank only.
+  Tensor part = tp_->rank() == 0 ? ops::linear_residual(a, w, b, residual) : ops::linear(a, w, b);
+  return tp_->all_reduce_sum(part);
 }
 
 void register_decoder_family() {

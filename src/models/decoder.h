@@ -27,6 +27,7 @@ class DecoderModel final : public Model {
   DType kv_dtype() const override { return kv_dtype_; }
   Device device() const override { return device_; }
   size_t weight_bytes() const override { return weight_bytes_; }
+  bool supports_step_inputs() const override { return true; }
 
  private:
   struct Layer {
@@ -37,10 +38,12 @@ class DecoderModel final : public Model {
     Weight gate, up, down;
     Tensor gate_b, up_b, down_b;
   };
+  // Attention output before o_proj, [N, H * D].
   Tensor attention_block(const Layer& L, int layer_index, const Tensor& h, const Tensor& positions,
                          const BatchInput& in);
-  // Sums a row-parallel linear's partial output over tensor-parallel ranks.
-  Tensor tp_reduce(Tensor t) const { return tp_ ? tp_->all_reduce_sum(t) : t; }
+  // residual + a·wᵀ (+ b) for o_proj / down_proj; under tensor parallelism
+  // the rank's partial product is summed over ranks.
+  Tensor row_parallel_residual(const Tensor& a, const Weight& w, const Tensor* b, const Tensor& residual) const;
 
   ModelConfig cfg_;
   DecoderOptions opt_;

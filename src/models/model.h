@@ -19,10 +19,21 @@ struct SeqInput {
   bool all_logits = false;   // logits for every token, else only the last
 };
 
+// Inputs of a graph-replayable step, already on the model's device, so a
+// captured forward reads them afresh at every replay (runtime/step_graph.h).
+struct StepInputs {
+  Tensor ids;        // i32 [N] token ids
+  Tensor positions;  // i32 [N] absolute positions (K/V rows written there)
+  Tensor kv_lens;    // i32 [num seqs] keys each sequence attends to after this step
+};
+
 // Tokens of several sequences, concatenated; each continues its own cache.
 struct BatchInput {
   std::vector<int32_t> tokens;
   std::vector<SeqInput> seqs;
+  // Set: ids/positions come from here (tokens may be empty) and the caches are
+  // written and read through append_at / attend_upto; only decode rows.
+  const StepInputs* step = nullptr;
 };
 
 // How a sequence's cache should be built.
@@ -47,6 +58,9 @@ class Model {
   // Models whose caches are not one store per layer_spec (tensor parallel)
   // make their own; nullptr lets new_cache build it from cache_layout().
   virtual std::unique_ptr<kv::SequenceCache> make_cache(const CacheOptions&) const { return nullptr; }
+  // True when forward() honours BatchInput::step, so it can be captured once
+  // and replayed for every token.
+  virtual bool supports_step_inputs() const { return false; }
 };
 
 // A new, empty cache for one sequence of `model`.

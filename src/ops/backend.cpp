@@ -26,6 +26,22 @@ void Backend::scatter_add_rows(Tensor&, const Tensor&, const std::vector<int64_t
   fail(ErrorKind::Unsupported, "scatter_add_rows is not implemented on ", device_name(device()));
 }
 
+Tensor Backend::linear_residual(const Tensor& x, const Weight& w, const Tensor* bias, const Tensor& residual) {
+  return binary(BinaryOp::Add, residual, linear(x, w, bias));
+}
+Tensor Backend::glu_linear(GluOp op, const Tensor& x, const Weight& gate, const Weight& up, const Tensor* gate_bias,
+                           const Tensor* up_bias) {
+  return glu(op, linear(x, gate, gate_bias), linear(x, up, up_bias));
+}
+
+std::unique_ptr<StepGraph> Backend::capture_step(const std::function<void()>&) { return nullptr; }
+void Backend::write_rows_at(Tensor&, const Tensor&, const Tensor&) {
+  fail(ErrorKind::Unsupported, "write_rows_at is not implemented on ", device_name(device()));
+}
+void Backend::add_i32_inplace(Tensor&, int32_t) {
+  fail(ErrorKind::Unsupported, "add_i32_inplace is not implemented on ", device_name(device()));
+}
+
 Backend& backend(Device d) {
   Backend* b = g_backends[static_cast<int>(d)];
   if (!b) fail(ErrorKind::Unsupported, "device ", device_name(d), " is not available in this build");

@@ -3,6 +3,8 @@
 // rank-3 [tokens, heads, head_dim] contiguous tensors unless stated.
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "ops/weight.h"
@@ -30,6 +32,17 @@ struct AttnParams {
   int64_t q_offset = 0;
   int64_t window = 0;      // 0: unlimited
   float softcap = 0.0f;    // 0: none; else scores = cap * tanh(scores / cap)
+  // Graph-replayable steps: when set, a device int32 (on the device of k) holding
+  // the number of valid keys; k/v may be longer (reserved rows) and q_offset is
+  // then kv_len - T. Only backends that capture steps read it.
+  const int32_t* kv_len = nullptr;
+};
+
+// A captured step of device work (a CUDA graph) that replays as one launch.
+class StepGraph {
+ public:
+  virtual ~StepGraph() = default;
+  virtual void replay() = 0;
 };
 
 // How gated_delta_rule folds a span of tokens into the state.
@@ -90,6 +103,23 @@ class Backend {
   // dst[rows[i]] += weights[i] * src[i] for i in order; dst [N, D], src [len(rows), D].
   virtual void scatter_add_rows(Tensor& dst, const Tensor& src, const std::vector<int64_t>& rows,
                                 const std::vector<float>& weights);
+
+  // ---- Fused forms of common sequences; the defaults compose the plain ops,
+  // so a backend overrides them only where one kernel does the work of several.
+  // residual + linear(x, w, bias)
+  virtual Tensor linear_residual(const Tensor& x, const Weight& w, const Tensor* bias, const Tensor& residual);
+  // glu(op, linear(x, gate, gate_bias), linear(x, up, up_bias))
+  virtual Tensor glu_linear(GluOp op, const Tensor& x, const Weight& gate, const Weight& up, const Tensor* gate_bias,
+                            const Tensor* up_bias);
+
+  // ---- Graph-replayable steps (runtime/step_graph.h). Backends that cannot
+  // capture return nullptr from capture_step and report the rest unsupported.
+  // Records the device work `step` queues into a graph; nothing runs until replay().
+  virtual std::unique_ptr<StepGraph> capture_step(const std::function<void()>& step);
+  // dst[rows[i]] = src[i] along dim 0; rows is i32 [len] on the device.
+  virtual void write_rows_at(Tensor& dst, const Tensor& src, const Tensor& rows);
+  // x += v elementwise, x int32 in place.
+  virtual void add_i32_inplace(Tensor& x, int32_t v);
 };
 
 void register_backend(Device d, Backend* b);

@@ -53,5 +53,14 @@ inline void scatter_add_rows(Tensor& dst, const Tensor& src, const std::vector<i
                              const std::vector<float>& w) {
   be(dst).scatter_add_rows(dst, src, rows, w);
 }
+inline Tensor linear_residual(const Tensor& x, const Weight& w, const Tensor* bias, const Tensor& residual) {
+  return be(x).linear_residual(x, w, bias, residual);
+}
+inline Tensor glu_linear(GluOp op, const Tensor& x, const Weight& gate, const Weight& up,
+                         const Tensor* gate_bias = nullptr, const Tensor* up_bias = nullptr) {
+  return be(x).glu_linear(op, x, gate, up, gate_bias, up_bias);
+}
+inline void write_rows_at(Tensor& dst, const Tensor& src, const Tensor& rows) { be(dst).write_rows_at(dst, src, rows); }
+inline void add_i32_inplace(Tensor& x, int32_t v) { be(x).add_i32_inplace(x, v); }
 
 }  // namespace ingot::ops

@@ -3,6 +3,7 @@
 // activations rounded to the weight type and float32 accumulation.
 #include "backend/cuda/cuda_backend.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -74,6 +75,46 @@ class CudaBackend final : public Backend {
       launch_add_bias(y.data<float>(), b.data<float>(), n, m);
     }
     return y;
+  }
+
+  // The decode GEMV with the residual add in its epilogue (one launch instead of two).
+  Tensor linear_residual(const Tensor& x_in, const Weight& w, const Tensor* bias, const Tensor& residual) override {
+    if (!(bias && bias->defined()) && gemv_fits(x_in, w) && residual.device() == Device::CUDA &&
+        residual.dtype() == DType::F32 && residual.is_contiguous() && residual.numel() == rows_of(x_in) * w.rows()) {
+      Tensor x = dev_f32(x_in);
+      const int64_t n = rows_of(x), m = w.rows(), k = x.dim(-1);
+      Tensor y = Tensor::empty(residual.shape(), DType::F32, Device::CUDA);
+      launch_gemv_bf16_residual(w.data.raw(), w.data.stride(0), x.data<float>(), residual.data<float>(),
+                                y.data<float>(), n, m, k);
+      return y;
+    }
+    return Backend::linear_residual(x_in, w, bias, residual);
+  }
+
+  // Gate and up read in one GEMV launch that also applies SwiGLU.
+  Tensor glu_linear(GluOp op, const Tensor& x_in, const Weight& gate, const Weight& up, const Tensor* gb,
+                    const Tensor* ub) override {
+    if (op == GluOp::SwiGlu && !(gb && gb->defined()) && !(ub && ub->defined()) && gemv_fits(x_in, gate) &&
+        gemv_fits(x_in, up) && gate.rows() == up.rows() && gate.data.stride(0) == up.data.stride(0)) {
+      Tensor x = dev_f32(x_in);
+      const int64_t n = rows_of(x), m = gate.rows(), k = x.dim(-1);
+      std::vector<int64_t> shape = x.shape().vec();
+      shape.back() = m;
+      Tensor y = Tensor::empty(Shape(shape), DType::F32, Device::CUDA);
+      launch_gemv_bf16_swiglu(gate.data.raw(), up.data.raw(), gate.data.stride(0), x.data<float>(), y.data<float>(),
+                              n, m, k);
+      return y;
+    }
+    return Backend::glu_linear(op, x_in, gate, up, gb, ub);
+  }
+
+  // True when linear(x, w) would take the decode GEMV.
+  static bool gemv_fits(const Tensor& x, const Weight& w) {
+    if (w.is_affine() || w.dtype() != DType::BF16 || !gemv_enabled() || x.device() != Device::CUDA ||
+        x.dtype() != DType::F32 || !x.is_contiguous() || w.data.device() != Device::CUDA || w.data.stride(1) != 1 ||
+        w.cols() != x.dim(-1))
+      return false;
+    return gemv_bf16_applies(w.data.raw(), w.data.stride(0), x.data<float>(), rows_of(x), x.dim(-1));
   }
 
   // cuBLAS: x rounded to the weight type, float32 accumulation.
@@ -221,6 +262,33 @@ class CudaBackend final : public Backend {
     launch_gather_rows(x.raw(), out.raw(), idx.data<int64_t>(), static_cast<int64_t>(rows.size()),
                        n ? static_cast<int64_t>(x.nbytes()) / n : 0);
     return out;
+  }
+
+  std::unique_ptr<StepGraph> capture_step(const std::function<void()>& step) override { return capture(step); }
+
+  void write_rows_at(Tensor& dst, const Tensor& src_in, const Tensor& rows_in) override {
+    INGOT_CHECK(dst.device() == Device::CUDA && dst.is_contiguous() && dst.ndim() >= 1);
+    Tensor src = src_in.to(Device::CUDA).contiguous();
+    Tensor rows = rows_in.to(Device::CUDA).contiguous();
+    INGOT_CHECK(rows.dtype() == DType::I32 && rows.numel() == src.dim(0) && src.numel() % std::max<int64_t>(1, src.dim(0)) == 0,
+                "write_rows_at: ", src.describe(), " into ", dst.describe(), " at ", rows.describe());
+    const int64_t n = dst.dim(0);
+    if (src.dtype() == DType::F32 && dst.dtype() == DType::BF16) {  // the K/V cast fused into the write
+      const int64_t row_elems = n ? dst.numel() / n : 0;
+      INGOT_CHECK(src.dim(0) == 0 || src.numel() / src.dim(0) == row_elems, "write_rows_at: row sizes differ");
+      launch_write_rows_at_f32_bf16(dst.raw(), src.data<float>(), rows.data<int32_t>(), src.dim(0), row_elems, n);
+      return;
+    }
+    if (src.dtype() != dst.dtype()) src = cast(src, dst.dtype());
+    const int64_t row_bytes = n ? static_cast<int64_t>(dst.nbytes()) / n : 0;
+    INGOT_CHECK(src.dim(0) == 0 || static_cast<int64_t>(src.nbytes()) / src.dim(0) == row_bytes,
+                "write_rows_at: row sizes differ");
+    launch_write_rows_at(dst.raw(), src.raw(), rows.data<int32_t>(), src.dim(0), row_bytes, n);
+  }
+
+  void add_i32_inplace(Tensor& x, int32_t v) override {
+    INGOT_CHECK(x.device() == Device::CUDA && x.dtype() == DType::I32 && x.is_contiguous());
+    launch_add_i32(x.data<int32_t>(), x.numel(), v);
   }
 
   Tensor concat_rows(const std::vector<Tensor>& parts) override {

@@ -30,22 +30,18 @@ bool gemv_one_warp_per_row() {
 
 __device__ inline float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
 
-// WPR warps share one row (WPR = 4 for matrices with few rows, so that the
-// GPU still has enough loads in flight); the block holds 4 / WPR rows.
-template <int N, int WPR>
-__global__ void __launch_bounds__(kWarpsPerBlock * 32)
-    gemv_bf16_kernel(const __nv_bfloat16* __restrict__ w, int64_t ldw, const float* __restrict__ x,
-                     float* __restrict__ y, int64_t m, int64_t k) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t row = int64_t(blockIdx.x) * (kWarpsPerBlock / WPR) + warp / WPR;
-  const int part = (warp % WPR) * 32 + lane;  // this thread's place among the row's threads
-  constexpr int kStride = 32 * WPR;
-  if (WPR == 1 && row >= m) return;  // (WPR > 1: the grid holds whole rows only)
-  const uint4* wr = reinterpret_cast<const uint4*>(w + row * ldw);
+// Epilogues: plain y = W·x; y = residual + W·x; or two weights (gate, up)
+// giving y = silu(Wg·x) * (Wu·x). Each product is summed in the same order
+// as the plain kernel, so the fused forms equal the separate ops bit for bit.
+enum Mode { kPlain = 0, kResidual = 1, kSwiGlu = 2 };
+
+__device__ inline float silu_f(float x) { return x / (1.0f + expf(-x)); }
+
+// Adds row `wr`'s products with the N activation rows into acc.
+template <int N, int kStride>
+__device__ inline void dot_rows(const uint4* __restrict__ wr, const float* __restrict__ x, int64_t k, int part,
+                                float (&acc)[N]) {
   const int64_t chunks = k / 8;  // 8 bf16 per 16 bytes
-  float acc[N];
-#pragma unroll
-  for (int r = 0; r < N; ++r) acc[r] = 0.0f;
   for (int64_t c0 = part; c0 < chunks; c0 += kStride * kUnroll) {
     uint4 wv[kUnroll];
 #pragma unroll
@@ -82,23 +78,115 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
       }
     }
   }
-  __shared__ float partial[WPR > 1 ? N * kWarpsPerBlock : 1];
+}
+
+// dot_rows for two weight rows at once (gate and up): twice the loads in
+// flight, each accumulator summed in dot_rows' order.
+template <int N, int kStride>
+__device__ inline void dot_rows2(const uint4* __restrict__ wr, const uint4* __restrict__ wr2,
+                                 const float* __restrict__ x, int64_t k, int part, float (&acc)[N], float (&acc2)[N]) {
+  const int64_t chunks = k / 8;
+  constexpr int kU = kUnroll / 2 > 0 ? kUnroll / 2 : 1;
+  for (int64_t c0 = part; c0 < chunks; c0 += kStride * kU) {
+    uint4 wv[kU], wv2[kU];
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      int64_t c = c0 + int64_t(u) * kStride;
+      wv[u] = c < chunks ? __ldg(wr + c) : make_uint4(0, 0, 0, 0);
+      wv2[u] = c < chunks ? __ldg(wr2 + c) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      int64_t c = c0 + int64_t(u) * kStride;
+      if (c >= chunks) break;
+      const __nv_bfloat162* wp = reinterpret_cast<const __nv_bfloat162*>(&wv[u]);
+      const __nv_bfloat162* wp2 = reinterpret_cast<const __nv_bfloat162*>(&wv2[u]);
+      float wf[8], wf2[8];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        float2 f = __bfloat1622float2(wp[j]), f2 = __bfloat1622float2(wp2[j]);
+        wf[2 * j] = f.x;
+        wf[2 * j + 1] = f.y;
+        wf2[2 * j] = f2.x;
+        wf2[2 * j + 1] = f2.y;
+      }
+#pragma unroll
+      for (int r = 0; r < N; ++r) {
+        const float4* xp = reinterpret_cast<const float4*>(x + r * k + c * 8);
+        float4 a = __ldg(xp), b = __ldg(xp + 1);
+        const float xv[8] = {round_bf16(a.x), round_bf16(a.y), round_bf16(a.z), round_bf16(a.w),
+                             round_bf16(b.x), round_bf16(b.y), round_bf16(b.z), round_bf16(b.w)};
+        float s = acc[r], s2 = acc2[r];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          s = fmaf(wf[e], xv[e], s);
+          s2 = fmaf(wf2[e], xv[e], s2);
+        }
+        acc[r] = s;
+        acc2[r] = s2;
+      }
+    }
+  }
+}
+
+// Sums acc over the row's threads; thread 0 of the row (lane 0 for WPR = 1,
+// thread r of the block for WPR > 1) gets the total of activation row r.
+template <int N, int WPR>
+__device__ inline void reduce_row(float (&acc)[N], float* partial, int lane, int warp) {
 #pragma unroll
   for (int r = 0; r < N; ++r) {
     float v = acc[r];
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
-    if (WPR == 1) {
-      if (lane == 0) y[r * m + row] = v;
-    } else if (lane == 0) {
-      partial[r * kWarpsPerBlock + warp] = v;
-    }
+    acc[r] = v;
+    if (WPR > 1 && lane == 0) partial[r * kWarpsPerBlock + warp] = v;
   }
-  if constexpr (WPR > 1) {
+}
+
+// WPR warps share one row (WPR = 4 for matrices with few rows, so that the
+// GPU still has enough loads in flight); the block holds 4 / WPR rows.
+template <int N, int WPR, int MODE>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32)
+    gemv_bf16_kernel(const __nv_bfloat16* __restrict__ w, const __nv_bfloat16* __restrict__ w2, int64_t ldw,
+                     const float* __restrict__ x, const float* __restrict__ res, float* __restrict__ y, int64_t m,
+                     int64_t k) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t row = int64_t(blockIdx.x) * (kWarpsPerBlock / WPR) + warp / WPR;
+  const int part = (warp % WPR) * 32 + lane;  // this thread's place among the row's threads
+  constexpr int kStride = 32 * WPR;
+  if (WPR == 1 && row >= m) return;  // (WPR > 1: the grid holds whole rows only)
+  float acc[N], acc2[N];
+#pragma unroll
+  for (int r = 0; r < N; ++r) acc[r] = acc2[r] = 0.0f;
+  if constexpr (MODE == kSwiGlu)
+    dot_rows2<N, kStride>(reinterpret_cast<const uint4*>(w + row * ldw), reinterpret_cast<const uint4*>(w2 + row * ldw),
+                          x, k, part, acc, acc2);
+  else
+    dot_rows<N, kStride>(reinterpret_cast<const uint4*>(w + row * ldw), x, k, part, acc);
+  __shared__ float partial[WPR > 1 ? N * kWarpsPerBlock : 1];
+  __shared__ float partial2[WPR > 1 && MODE == kSwiGlu ? N * kWarpsPerBlock : 1];
+  reduce_row<N, WPR>(acc, partial, lane, warp);
+  if constexpr (MODE == kSwiGlu) reduce_row<N, WPR>(acc2, partial2, lane, warp);
+  (void)partial2;
+  auto finish = [&](int r, float v, float v2) {
+    (void)v2;
+    const int64_t o = r * m + row;
+    if constexpr (MODE == kResidual) v = res[o] + v;
+    if constexpr (MODE == kSwiGlu) v = silu_f(v) * v2;
+    y[o] = v;
+  };
+  if constexpr (WPR == 1) {
+    if (lane == 0) {
+#pragma unroll
+      for (int r = 0; r < N; ++r) finish(r, acc[r], acc2[r]);
+    }
+  } else {
     __syncthreads();
     if (threadIdx.x < N) {
-      float v = 0;
+      float v = 0, v2 = 0;
       for (int q = 0; q < WPR; ++q) v += partial[threadIdx.x * kWarpsPerBlock + q];
-      y[threadIdx.x * m + row] = v;
+      if constexpr (MODE == kSwiGlu)
+        for (int q = 0; q < WPR; ++q) v2 += partial2[threadIdx.x * kWarpsPerBlock + q];
+      finish(threadIdx.x, v, v2);
     }
   }
 }
@@ -109,15 +197,36 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
 // faster with a warp per row (4.0 vs 3.2 TB/s).
 bool block_per_row(int64_t m, int64_t k) { return m < 16384 && (k >= 4096 || m < 4096); }
 
-template <int N>
-void launch_n(const __nv_bfloat16* w, int64_t ldw, const float* x, float* y, int64_t m, int64_t k) {
+template <int N, int MODE>
+void launch_n(const __nv_bfloat16* w, const __nv_bfloat16* w2, int64_t ldw, const float* x, const float* res,
+              float* y, int64_t m, int64_t k) {
   if (block_per_row(m, k) && !gemv_one_warp_per_row()) {
-    gemv_bf16_kernel<N, kWarpsPerBlock><<<static_cast<unsigned>(m), kWarpsPerBlock * 32, 0, stream()>>>(w, ldw, x, y,
-                                                                                                        m, k);
+    gemv_bf16_kernel<N, kWarpsPerBlock, MODE>
+        <<<static_cast<unsigned>(m), kWarpsPerBlock * 32, 0, stream()>>>(w, w2, ldw, x, res, y, m, k);
   } else {
     unsigned grid = static_cast<unsigned>((m + kWarpsPerBlock - 1) / kWarpsPerBlock);
-    gemv_bf16_kernel<N, 1><<<grid, kWarpsPerBlock * 32, 0, stream()>>>(w, ldw, x, y, m, k);
+    gemv_bf16_kernel<N, 1, MODE><<<grid, kWarpsPerBlock * 32, 0, stream()>>>(w, w2, ldw, x, res, y, m, k);
   }
+}
+
+template <int MODE>
+void launch_mode(const void* w_raw, const void* w2_raw, int64_t ldw, const float* x, const float* res, float* y,
+                 int64_t n, int64_t m, int64_t k) {
+  if (m == 0) return;
+  const auto* w = static_cast<const __nv_bfloat16*>(w_raw);
+  const auto* w2 = static_cast<const __nv_bfloat16*>(w2_raw);
+  switch (n) {
+    case 1: launch_n<1, MODE>(w, w2, ldw, x, res, y, m, k); break;
+    case 2: launch_n<2, MODE>(w, w2, ldw, x, res, y, m, k); break;
+    case 3: launch_n<3, MODE>(w, w2, ldw, x, res, y, m, k); break;
+    case 4: launch_n<4, MODE>(w, w2, ldw, x, res, y, m, k); break;
+    case 5: launch_n<5, MODE>(w, w2, ldw, x, res, y, m, k); break;
+    case 6: launch_n<6, MODE>(w, w2, ldw, x, res, y, m, k); break;
+    case 7: launch_n<7, MODE>(w, w2, ldw, x, res, y, m, k); break;
+    case 8: launch_n<8, MODE>(w, w2, ldw, x, res, y, m, k); break;
+    default: fail(ErrorKind::Internal, "gemv: ", n, " rows");
+  }
+  CUDA_LAUNCH_OK();
 }
 
 }  // namespace
@@ -127,21 +236,18 @@ bool gemv_bf16_applies(const void* w, int64_t ldw, const float* x, int64_t n, in
   return n >= 1 && n <= kGemvMaxRows && k % 8 == 0 && ldw % 8 == 0 && aligned16(w) && aligned16(x);
 }
 
-void launch_gemv_bf16(const void* w_raw, int64_t ldw, const float* x, float* y, int64_t n, int64_t m, int64_t k) {
-  if (m == 0) return;
-  const auto* w = static_cast<const __nv_bfloat16*>(w_raw);
-  switch (n) {
-    case 1: launch_n<1>(w, ldw, x, y, m, k); break;
-    case 2: launch_n<2>(w, ldw, x, y, m, k); break;
-    case 3: launch_n<3>(w, ldw, x, y, m, k); break;
-    case 4: launch_n<4>(w, ldw, x, y, m, k); break;
-    case 5: launch_n<5>(w, ldw, x, y, m, k); break;
-    case 6: launch_n<6>(w, ldw, x, y, m, k); break;
-    case 7: launch_n<7>(w, ldw, x, y, m, k); break;
-    case 8: launch_n<8>(w, ldw, x, y, m, k); break;
-    default: fail(ErrorKind::Internal, "gemv: ", n, " rows");
-  }
-  CUDA_LAUNCH_OK();
+void launch_gemv_bf16(const void* w, int64_t ldw, const float* x, float* y, int64_t n, int64_t m, int64_t k) {
+  launch_mode<kPlain>(w, nullptr, ldw, x, nullptr, y, n, m, k);
+}
+
+void launch_gemv_bf16_residual(const void* w, int64_t ldw, const float* x, const float* res, float* y, int64_t n,
+                               int64_t m, int64_t k) {
+  launch_mode<kResidual>(w, nullptr, ldw, x, res, y, n, m, k);
+}
+
+void launch_gemv_bf16_swiglu(const void* gate, const void* up, int64_t ldw, const float* x, float* y, int64_t n,
+                             int64_t m, int64_t k) {
+  launch_mode<kSwiGlu>(gate, up, ldw, x, nullptr, y, n, m, k);
 }
 
 }  // namespace ingot::cuda

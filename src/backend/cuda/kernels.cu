@@ -2,6 +2,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cfloat>
 
 #include "backend/cuda/kernels.h"
@@ -107,12 +108,13 @@ struct RopeArgs {
   bool interleaved;
 };
 
+// One block per (token, head): decode has a single token, so a block per
+// token alone left the GPU idle while one block walked every head.
 __global__ void rope_kernel(float* x, const int32_t* pos, int64_t h, int64_t d, RopeArgs a) {
   int64_t t = blockIdx.x;
+  const int64_t hh = blockIdx.y;
   float p = static_cast<float>(pos[t]);
-  for (int64_t idx = threadIdx.x; idx < h * a.half; idx += blockDim.x) {
-    int64_t hh = idx / a.half;
-    int j = static_cast<int>(idx % a.half);
+  for (int j = threadIdx.x; j < a.half; j += blockDim.x) {
     float f = p * a.inv_freq[j];
     float c = cosf(f) * a.scaling, s = sinf(f) * a.scaling;
     float* r = x + (t * h + hh) * d;
@@ -121,6 +123,84 @@ __global__ void rope_kernel(float* x, const int32_t* pos, int64_t h, int64_t d, 
     float x0 = r[i0], x1 = r[i1];
     r[i0] = x0 * c - x1 * s;
     r[i1] = x1 * c + x0 * s;
+  }
+}
+
+constexpr int kArgmaxParts = 64;         // blocks per row for large vocabularies
+constexpr int64_t kArgmaxSplitMin = 16384;  // smaller rows: one block
+
+// Lowest index among equal values wins (PARITY.md).
+__device__ inline void take_better(float& b, int64_t& i, float ob, int64_t oi) {
+  if (ob > b || (ob == b && oi < i)) {
+    b = ob;
+    i = oi;
+  }
+}
+
+// Pass 1: each part's max and sum of exp(x - max) (blockDim.x == 256).
+__global__ void argmax_lse_part_kernel(const float* x, int64_t v, float* ml) {
+  const float* r = x + blockIdx.y * v;
+  const int64_t chunk = (v + gridDim.x - 1) / gridDim.x, lo = blockIdx.x * chunk, hi = min(v, lo + chunk);
+  float m = -INFINITY;
+  for (int64_t j = lo + threadIdx.x; j < hi; j += blockDim.x) m = fmaxf(m, r[j]);
+  m = block_max(m);
+  float s = 0;
+  if (m > -INFINITY)
+    for (int64_t j = lo + threadIdx.x; j < hi; j += blockDim.x) s += expf(r[j] - m);
+  s = block_sum(s);
+  if (threadIdx.x == 0) {
+    ml[2 * (blockIdx.y * gridDim.x + blockIdx.x)] = m;
+    ml[2 * (blockIdx.y * gridDim.x + blockIdx.x) + 1] = s;
+  }
+}
+
+__device__ inline float merged_lse(const float* ml, int parts) {
+  float m = -INFINITY;
+  for (int p = 0; p < parts; ++p) m = fmaxf(m, ml[2 * p]);
+  float s = 0;
+  for (int p = 0; p < parts; ++p)
+    if (ml[2 * p] > -INFINITY) s += ml[2 * p + 1] * expf(ml[2 * p] - m);
+  return m + logf(s);
+}
+
+// Pass 2: each part's best (x - lse) and its lowest index.
+__global__ void argmax_pick_part_kernel(const float* x, int64_t v, const float* ml, float* best, int64_t* idx) {
+  const float* r = x + blockIdx.y * v;
+  const float lse = merged_lse(ml + 2 * blockIdx.y * gridDim.x, gridDim.x);
+  const int64_t chunk = (v + gridDim.x - 1) / gridDim.x, lo = blockIdx.x * chunk, hi = min(v, lo + chunk);
+  float b = -INFINITY;
+  int64_t bi = INT64_MAX;
+  for (int64_t j = lo + threadIdx.x; j < hi; j += blockDim.x) take_better(b, bi, r[j] - lse, j);
+  __shared__ float sb[256];
+  __shared__ int64_t si[256];
+  sb[threadIdx.x] = b;
+  si[threadIdx.x] = bi;
+  __syncthreads();
+  for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+    if (threadIdx.x < w) take_better(sb[threadIdx.x], si[threadIdx.x], sb[threadIdx.x + w], si[threadIdx.x + w]);
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    best[blockIdx.y * gridDim.x + blockIdx.x] = sb[0];
+    idx[blockIdx.y * gridDim.x + blockIdx.x] = si[0];
+  }
+}
+
+// Pass 3: one block per row merges the parts (blockDim.x == parts, a power of two).
+__global__ void argmax_final_kernel(const float* ml, const float* best, const int64_t* idx, int32_t* out) {
+  const int parts = blockDim.x;
+  __shared__ float sb[kArgmaxParts];
+  __shared__ int64_t si[kArgmaxParts];
+  sb[threadIdx.x] = best[blockIdx.x * parts + threadIdx.x];
+  si[threadIdx.x] = idx[blockIdx.x * parts + threadIdx.x];
+  __syncthreads();
+  for (int w = parts / 2; w > 0; w >>= 1) {
+    if (threadIdx.x < w) take_better(sb[threadIdx.x], si[threadIdx.x], sb[threadIdx.x + w], si[threadIdx.x + w]);
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    const float lse = merged_lse(ml + 2 * blockIdx.x * parts, parts);
+    out[blockIdx.x] = (!isfinite(lse) || si[0] == INT64_MAX) ? 0 : static_cast<int32_t>(si[0]);
   }
 }
 
@@ -295,7 +375,8 @@ void launch_rope(float* x, const int32_t* pos, int64_t t, int64_t h, int64_t d, 
   for (int i = 0; i < a.half; ++i) a.inv_freq[i] = spec.inv_freq[static_cast<size_t>(i)];
   a.scaling = spec.attention_scaling;
   a.interleaved = spec.interleaved;
-  rope_kernel<<<static_cast<unsigned>(t), 128, 0, stream()>>>(x, pos, h, d, a);
+  rope_kernel<<<dim3(static_cast<unsigned>(t), static_cast<unsigned>(h)), std::min(128, std::max(32, a.half)), 0,
+                stream()>>>(x, pos, h, d, a);
   CUDA_LAUNCH_OK();
 }
 
@@ -337,7 +418,20 @@ void launch_add_bias(float* y, const float* b, int64_t n, int64_t m) {
 
 void launch_argmax(const float* x, int32_t* out, int64_t n, int64_t v) {
   if (n == 0) return;
-  argmax_kernel<<<static_cast<unsigned>(n), 1024, 0, stream()>>>(x, out, v);
+  if (v < kArgmaxSplitMin) {
+    argmax_kernel<<<static_cast<unsigned>(n), 1024, 0, stream()>>>(x, out, v);
+  } else {
+    // Large vocabularies: the row is spread over kArgmaxParts blocks in three short passes.
+    Tensor ml = Tensor::empty({n * kArgmaxParts * 2}, DType::F32, Device::CUDA);
+    Tensor best = Tensor::empty({n * kArgmaxParts}, DType::F32, Device::CUDA);
+    Tensor idx = Tensor::empty({n * kArgmaxParts}, DType::I64, Device::CUDA);
+    dim3 grid(kArgmaxParts, static_cast<unsigned>(n));
+    argmax_lse_part_kernel<<<grid, 256, 0, stream()>>>(x, v, ml.data<float>());
+    argmax_pick_part_kernel<<<grid, 256, 0, stream()>>>(x, v, ml.data<float>(), best.data<float>(),
+                                                        idx.data<int64_t>());
+    argmax_final_kernel<<<static_cast<unsigned>(n), kArgmaxParts, 0, stream()>>>(ml.data<float>(), best.data<float>(),
+                                                                                 idx.data<int64_t>(), out);
+  }
   CUDA_LAUNCH_OK();
 }
 

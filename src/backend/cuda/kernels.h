@@ -25,9 +25,23 @@ void launch_attention(const float* q, const void* k, const void* v, DType kvdt, 
 void launch_argmax(const float* x, int32_t* out, int64_t n, int64_t v);
 void launch_gather_rows(const void* x, void* y, const int64_t* rows, int64_t nrows, int64_t row_bytes);
 
+// Graph-replayable steps (step.cu): dst[rows[i]] = src[i] for rows of row_bytes
+// (rows outside [0, dst_rows) are skipped); x[i] += v.
+void launch_write_rows_at(void* dst, const void* src, const int32_t* rows, int64_t nrows, int64_t row_bytes,
+                          int64_t dst_rows);
+void launch_write_rows_at_f32_bf16(void* dst, const float* src, const int32_t* rows, int64_t nrows, int64_t row_elems,
+                                   int64_t dst_rows);
+void launch_add_i32(int32_t* x, int64_t n, int32_t v);
+
 // Decode GEMV for bf16 weights (gemv.cu): y[n, m] = x[n, k] · W[m, k]ᵀ.
 constexpr int64_t kGemvMaxRows = 8;
 bool gemv_bf16_applies(const void* w, int64_t ldw, const float* x, int64_t n, int64_t k);
 void launch_gemv_bf16(const void* w, int64_t ldw, const float* x, float* y, int64_t n, int64_t m, int64_t k);
+// Fused epilogues, equal bit for bit to the separate ops: y = res + x·Wᵀ;
+// y = silu(x·Gᵀ) * (x·Uᵀ) (G and U share shape and row stride).
+void launch_gemv_bf16_residual(const void* w, int64_t ldw, const float* x, const float* res, float* y, int64_t n,
+                               int64_t m, int64_t k);
+void launch_gemv_bf16_swiglu(const void* gate, const void* up, int64_t ldw, const float* x, float* y, int64_t n,
+                             int64_t m, int64_t k);
 
 }  // namespace ingot::cuda

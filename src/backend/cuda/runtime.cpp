@@ -3,6 +3,8 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <utility>
+#include <vector>
 
 #include "backend/cuda/cuda_backend.h"
 #include "tensor/storage.h"
@@ -76,8 +78,33 @@ class DevicePool {
   void release(void* p, size_t r) {
     std::lock_guard<std::mutex> lock(mu_);
     live_ -= r;
+    if (capturing_) {
+      // A captured graph keeps using this address at every replay: it stays
+      // out of the free lists until the graph is destroyed.
+      held_.emplace_back(p, r);
+      return;
+    }
     free_.emplace(r, p);
     cached_ += r;
+  }
+  void begin_capture() {
+    std::lock_guard<std::mutex> lock(mu_);
+    capturing_ = true;
+  }
+  std::vector<std::pair<void*, size_t>> end_capture() {
+    std::lock_guard<std::mutex> lock(mu_);
+    capturing_ = false;
+    held_bytes_ = 0;
+    for (auto& b : held_) held_bytes_ += b.second;
+    live_ += held_bytes_;  // still in use, by the graph
+    return std::exchange(held_, {});
+  }
+  void give_back(const std::vector<std::pair<void*, size_t>>& blocks) {
+    for (auto& [p, r] : blocks) release(p, r);
+  }
+  bool capturing() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return capturing_;
   }
   DeviceMemoryStats stats() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -93,6 +120,7 @@ class DevicePool {
     return (b + step - 1) / step * step;
   }
   void release_cached_locked() {
+    if (capturing_) return;  // no synchronisation inside a capture
     cudaStreamSynchronize(stream());
     for (auto& [sz, p] : free_) cudaFree(p);
     free_.clear();
@@ -100,6 +128,9 @@ class DevicePool {
   }
   std::mutex mu_;
   std::multimap<size_t, void*> free_;
+  std::vector<std::pair<void*, size_t>> held_;
+  bool capturing_ = false;
+  size_t held_bytes_ = 0;
   size_t live_ = 0, cached_ = 0, peak_ = 0;
 };
 
@@ -161,6 +192,10 @@ PinnedStaging& staging() {
 
 void copy(void* dst, Device dd, const void* src, Device sd, size_t bytes) {
   if (bytes == 0) return;
+  // A captured step must read its inputs from device memory: a host copy
+  // would replay stale bytes (uploads) or need a wait (downloads).
+  if ((dd != Device::CUDA || sd != Device::CUDA) && pool().capturing())
+    fail(ErrorKind::Internal, "host/device copy of ", bytes, " bytes inside a captured CUDA step");
   if (dd == Device::CUDA && sd != Device::CUDA && staging().upload(dst, src, bytes)) return;
   cudaMemcpyKind kind = dd == Device::CUDA ? (sd == Device::CUDA ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
                                            : cudaMemcpyDeviceToHost;
@@ -170,6 +205,60 @@ void copy(void* dst, Device dd, const void* src, Device sd, size_t bytes) {
 }
 
 }  // namespace
+
+namespace {
+
+class CudaStepGraph final : public StepGraph {
+ public:
+  CudaStepGraph(cudaGraphExec_t exec, std::vector<std::pair<void*, size_t>> held)
+      : exec_(exec), held_(std::move(held)) {}
+  ~CudaStepGraph() override {
+    // Queued replays must finish before their blocks are handed out again.
+    cudaStreamSynchronize(stream());
+    cudaGraphExecDestroy(exec_);
+    pool().give_back(held_);
+  }
+  void replay() override { CUDA_OK(cudaGraphLaunch(exec_, stream())); }
+
+ private:
+  cudaGraphExec_t exec_;
+  std::vector<std::pair<void*, size_t>> held_;
+};
+
+}  // namespace
+
+std::unique_ptr<StepGraph> capture(const std::function<void()>& step) {
+  pool().begin_capture();
+  cudaError_t began = cudaStreamBeginCapture(stream(), cudaStreamCaptureModeRelaxed);
+  if (began != cudaSuccess) {
+    pool().give_back(pool().end_capture());
+    fail_cuda("cudaStreamBeginCapture", began, __FILE__, __LINE__);
+  }
+  cudaGraph_t graph = nullptr;
+  try {
+    step();
+  } catch (...) {
+    cudaStreamEndCapture(stream(), &graph);
+    if (graph) cudaGraphDestroy(graph);
+    (void)cudaGetLastError();
+    pool().give_back(pool().end_capture());
+    throw;
+  }
+  cudaError_t ended = cudaStreamEndCapture(stream(), &graph);
+  auto held = pool().end_capture();
+  if (ended != cudaSuccess) {
+    pool().give_back(held);
+    fail_cuda("cudaStreamEndCapture", ended, __FILE__, __LINE__);
+  }
+  cudaGraphExec_t exec = nullptr;
+  cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  if (inst != cudaSuccess) {
+    pool().give_back(held);
+    fail_cuda("cudaGraphInstantiate", inst, __FILE__, __LINE__);
+  }
+  return std::make_unique<CudaStepGraph>(exec, std::move(held));
+}
 
 DeviceMemoryStats memory_stats() { return pool().stats(); }
 

@@ -3,12 +3,20 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <functional>
+#include <memory>
+
+#include "ops/backend.h"
+
 #include "util/error.h"
 
 namespace ingot::cuda {
 
 cudaStream_t stream();
 cublasHandle_t cublas();
+// Captures the work `step` queues on the stream into a replayable graph.
+// Device blocks freed during the capture stay reserved for the graph.
+std::unique_ptr<StepGraph> capture(const std::function<void()>& step);
 
 [[noreturn]] void fail_cuda(const char* what, cudaError_t e, const char* file, int line);
 [[noreturn]] void fail_cublas(const char* what, cublasStatus_t s, const char* file, int line);

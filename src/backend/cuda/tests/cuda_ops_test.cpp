@@ -155,3 +155,89 @@ TEST_F(CudaOps, SplitKeyDecodeAttention) {
     }
   }
 }
+
+// The fused GEMV epilogues equal the separate ops bit for bit (both row layouts).
+TEST_F(CudaOps, FusedResidualAndSwiGluGemvAreExact) {
+  for (auto [m, k] : {std::pair<int64_t, int64_t>{96, 4096}, {4100, 512}}) {
+    Weight w, g, u;
+    w.data = gpu(randn({m, k}, 40, 0.05f).to(DType::BF16));
+    g.data = gpu(randn({m, k}, 41, 0.05f).to(DType::BF16));
+    u.data = gpu(randn({m, k}, 42, 0.05f).to(DType::BF16));
+    for (int64_t n : {1, 3, 8}) {
+      Tensor x = gpu(randn({n, k}, 43)), res = gpu(randn({n, m}, 44));
+      EXPECT_EQ(ops::linear_residual(x, w, nullptr, res).to_f32_vector(),
+                ops::add(res, ops::linear(x, w)).to_f32_vector())
+          << m << " " << n;
+      EXPECT_EQ(ops::glu_linear(GluOp::SwiGlu, x, g, u).to_f32_vector(),
+                ops::swiglu(ops::linear(x, g), ops::linear(x, u)).to_f32_vector())
+          << m << " " << n;
+    }
+  }
+}
+
+// Rows written at device positions, then attention bounded by a device key count.
+TEST_F(CudaOps, WriteRowsAtAndDeviceKeyCount) {
+  Tensor store = Tensor::zeros({600, 4, 32}, DType::BF16, Device::CUDA);
+  Tensor vstore = Tensor::zeros({600, 4, 32}, DType::BF16, Device::CUDA);
+  Tensor k = randn({450, 4, 32}, 50).to(DType::BF16), v = randn({450, 4, 32}, 51).to(DType::BF16);
+  std::vector<int32_t> all(450);
+  for (int32_t i = 0; i < 450; ++i) all[static_cast<size_t>(i)] = 449 - i;  // reversed order
+  Tensor rk = Tensor::empty({450, 4, 32}, DType::BF16), rv = Tensor::empty({450, 4, 32}, DType::BF16);
+  for (int64_t i = 0; i < 450; ++i) {
+    Tensor a = rk.slice(0, 449 - i, 450 - i), b = rv.slice(0, 449 - i, 450 - i);
+    copy_into(k.slice(0, i, i + 1), a);
+    copy_into(v.slice(0, i, i + 1), b);
+  }
+  Tensor rows = Tensor::from_i32(all, {450}).to(Device::CUDA);
+  ops::write_rows_at(store, gpu(k), rows);
+  ops::write_rows_at(vstore, gpu(v), rows);
+  EXPECT_EQ(store.slice(0, 0, 450).to(Device::CPU).to_f32_vector(), rk.to_f32_vector());
+  EXPECT_EQ(store.slice(0, 450, 600).to(Device::CPU).to_f32_vector(), std::vector<float>(150 * 4 * 32, 0.0f));
+  for (int64_t t : {1, 2}) {
+    Tensor q = randn({t, 16, 32}, 52);
+    Tensor len = Tensor::from_i32({450}, {1}).to(Device::CUDA);
+    AttnParams p;
+    p.scale = 0.17f;
+    p.q_offset = 450 - t;
+    AttnParams pd = p;
+    pd.q_offset = 0;
+    pd.kv_len = len.data<int32_t>();
+    EXPECT_LT(rel(ops::attention(gpu(q), store, vstore, pd), ops::attention(q, rk, rv, p)), 1e-5) << t;
+  }
+  Tensor cnt = Tensor::from_i32({5, -2, 7}, {3}).to(Device::CUDA);
+  ops::add_i32_inplace(cnt, 3);
+  EXPECT_EQ(cnt.to_i32_vector(), (std::vector<int32_t>{8, 1, 10}));
+}
+
+// Vocabularies past one block's share take the three-pass argmax: same ids as the CPU.
+TEST_F(CudaOps, LargeVocabularyArgmax) {
+  const int64_t v = 128256;
+  Tensor x = randn({3, v}, 60, 3.0f);
+  float* p = x.data<float>();
+  p[70000] = 50.0f;  // row 0: a clear winner late in the row
+  p[v + 5] = 40.0f;  // row 1: a tie, the lower index wins
+  p[v + 100001] = 40.0f;
+  p[2 * v + 9] = NAN;  // row 2: non-finite -> 0
+  EXPECT_EQ(ops::argmax(gpu(x)).to_i32_vector(), ops::argmax(x).to_i32_vector());
+  EXPECT_EQ(ops::argmax(gpu(x)).to_i32_vector(), (std::vector<int32_t>{70000, 5, 0}));
+}
+
+// Prefill-sized query blocks take the GQA-grouped kernel (groups of 2, 4, 8).
+TEST_F(CudaOps, GroupedQueryHeadsPrefillAttention) {
+  for (auto [h, kvh] : {std::pair<int64_t, int64_t>{8, 4}, {32, 8}, {16, 2}}) {
+    const int64_t t = 40, s = 300, d = 64;
+    Tensor q = randn({t, h, d}, 70), k = randn({s, kvh, d}, 71), v = randn({s, kvh, d}, 72);
+    Tensor kb = k.to(DType::BF16), vb = v.to(DType::BF16);
+    for (int64_t window : {0, 50}) {
+      AttnParams p;
+      p.scale = 0.125f;
+      p.q_offset = s - t;
+      p.window = window;
+      EXPECT_LT(rel(ops::attention(gpu(q), gpu(k), gpu(v), p), ops::attention(q, k, v, p)), 1e-5) << h << "/" << kvh;
+      EXPECT_LT(rel(ops::attention(gpu(q), gpu(kb), gpu(vb), p), ops::attention(q, kb, vb, p)), 1e-5) << h << "/" << kvh;
+      // Deterministic: the same inputs give the same bits.
+      EXPECT_EQ(ops::attention(gpu(q), gpu(kb), gpu(vb), p).to_f32_vector(),
+                ops::attention(gpu(q), gpu(kb), gpu(vb), p).to_f32_vector());
+    }
+  }
+}

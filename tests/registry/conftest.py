@@ -1,0 +1,90 @@
+"""Fixtures for the registry tests: a fake hub with small random-weight
+checkpoints, and a runner for `ingot` with its own hub cache."""
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+from safetensors.numpy import save
+
+from fake_hub import FakeHub, Repo
+
+
+def tiny_llama_files(seed: int = 0, vocab: int = 256) -> dict:
+    """config.json + model.safetensors of a 2-layer llama (hidden 64, float32), no tokenizer."""
+    hidden, layers, heads, kv_heads, inter = 64, 2, 4, 2, 128
+    head_dim = hidden // heads
+    config = {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": vocab,
+        "hidden_size": hidden, "intermediate_size": inter, "num_hidden_layers": layers,
+        "num_attention_heads": heads, "num_key_value_heads": kv_heads, "head_dim": head_dim,
+        "max_position_embeddings": 2048, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+        "tie_word_embeddings": False, "hidden_act": "silu", "torch_dtype": "float32",
+        "eos_token_id": vocab - 1, "bos_token_id": None,
+    }
+    rng = np.random.default_rng(seed)
+
+    def w(*shape, std=0.3):
+        return (rng.standard_normal(shape) * std).astype(np.float32)
+
+    t = {"model.embed_tokens.weight": w(vocab, hidden, std=1.0), "model.norm.weight": np.ones(hidden, np.float32),
+         "lm_head.weight": w(vocab, hidden, std=1.0)}
+    for i in range(layers):
+        p = f"model.layers.{i}."
+        t[p + "input_layernorm.weight"] = np.ones(hidden, np.float32)
+        t[p + "post_attention_layernorm.weight"] = np.ones(hidden, np.float32)
+        t[p + "self_attn.q_proj.weight"] = w(heads * head_dim, hidden)
+        t[p + "self_attn.k_proj.weight"] = w(kv_heads * head_dim, hidden)
+        t[p + "self_attn.v_proj.weight"] = w(kv_heads * head_dim, hidden)
+        t[p + "self_attn.o_proj.weight"] = w(hidden, heads * head_dim)
+        t[p + "mlp.gate_proj.weight"] = w(inter, hidden)
+        t[p + "mlp.up_proj.weight"] = w(inter, hidden)
+        t[p + "mlp.down_proj.weight"] = w(hidden, inter)
+    n_params = sum(a.size for a in t.values())
+    return {"config.json": json.dumps(config).encode(), "model.safetensors": save(t),
+            "README.md": b"# tiny\n", "generation_config.json": json.dumps({"eos_token_id": vocab - 1}).encode(),
+            "sub/notes.txt": b"nested file\n"}, n_params
+
+
+@pytest.fixture
+def hub():
+    h = FakeHub()
+    files, _ = tiny_llama_files(0)
+    h.repos["org/tiny"] = Repo(files)
+    h.repos["org/tiny-alpha"] = Repo(tiny_llama_files(1)[0])
+    h.repos["org/tiny-beta"] = Repo(tiny_llama_files(2)[0])
+    h.repos["org/pickles"] = Repo({"config.json": b"{}", "pytorch_model.bin": b"\x80\x02pickle"})
+    h.repos["org/quants-GGUF"] = Repo({"README.md": b"q\n", "m-Q4_0.gguf": b"GGUF" + b"\x01" * 3000,
+                                       "m-Q8_0.gguf": b"GGUF" + b"\x02" * 5000})
+    yield h
+    h.close()
+
+
+class Ingot:
+    """Runs `ingot` against one hub cache (and the fake hub as HF_ENDPOINT)."""
+
+    def __init__(self, binary, cache, endpoint):
+        self.binary, self.cache, self.endpoint = binary, cache, endpoint
+        self.env_extra = {}
+
+    def env(self):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "INGOT_MODELS_DIR"))}
+        env.update({"HF_HUB_CACHE": str(self.cache), "HF_ENDPOINT": self.endpoint, "HOME": str(self.cache.parent)})
+        env.update(self.env_extra)
+        return env
+
+    def run(self, *args, ok=True, timeout=60, **kw):
+        p = subprocess.run([self.binary, *args], capture_output=True, text=True, env=self.env(), timeout=timeout, **kw)
+        if ok:
+            assert p.returncode == 0, f"ingot {' '.join(args)} failed:\n{p.stdout}\n{p.stderr}"
+        else:
+            assert p.returncode != 0, f"ingot {' '.join(args)} should fail:\n{p.stdout}\n{p.stderr}"
+            lines = [ln for ln in p.stderr.splitlines() if ln.startswith("ingot: error:")]
+            assert len(lines) == 1, p.stderr
+        return p
+
+
+@pytest.fixture
+def ingot(ingot_bin, hub, tmp_path):
+    return Ingot(ingot_bin, tmp_path / "hub-cache", hub.url)

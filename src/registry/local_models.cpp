@@ -128,7 +128,7 @@ std::string resolve_in(const std::string& arg, const std::vector<LocalModel>& mo
   if (auto ref = parse_repo_ref(arg))
     fail(ErrorKind::NotFound, "model '", arg, "' is not a path and not in the hub cache (", where,
          "); download it with `ingot get ", arg, "`");
-  fail(ErrorKind::NotFound, "no model at '", arg, "': not a path, and no local model name contains it (",
+  fail(ErrorKind::NotFound, "model not found: '", arg, "' is not a path, and no local model name contains it (",
        models.size(), " local models; see `ingot ls`)");
 }
 
@@ -203,9 +203,14 @@ std::string resolve_model(const std::string& arg, const std::vector<LocalModel>&
   return resolve_in(arg, models, hub_cache_dir().string());
 }
 
+bool is_explicit_path(const std::string& arg) {
+  return arg.starts_with("/") || arg.starts_with("./") || arg.starts_with("../") || arg == "." || arg == "..";
+}
+
 std::string resolve_model(const std::string& arg) {
   std::error_code ec;
-  if (arg.empty() || fs::exists(arg, ec)) return arg;  // a path: no scan
+  // A path (existing, or spelled as one: the loader says what is missing): no scan.
+  if (arg.empty() || is_explicit_path(arg) || fs::exists(arg, ec)) return arg;
   return resolve_in(arg, list_local_models(hub_cache_dir(), env_models_dirs()), hub_cache_dir().string());
 }
 

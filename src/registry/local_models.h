@@ -30,7 +30,9 @@ std::vector<LocalModel> list_local_models(const fs::path& cache_dir, const std::
 // whose name contains `arg` (case-insensitive). No match: NotFound;
 // several: InvalidArgument listing them.
 std::string resolve_model(const std::string& arg, const std::vector<LocalModel>& models);
-// Against the hub cache and $INGOT_MODELS_DIR.
+// Against the hub cache and $INGOT_MODELS_DIR. Text spelled as a path
+// ("/...", "./...", "../...") is returned unchanged.
+bool is_explicit_path(const std::string& arg);
 std::string resolve_model(const std::string& arg);
 
 struct Reclaimed {

@@ -1,5 +1,9 @@
 #include "registry/download.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <fstream>
 #include <map>
@@ -50,10 +54,36 @@ struct Blob {
   int64_t size = -1;
 };
 
+// huggingface_hub's lock for one blob (<cache>/.locks/<repo folder>/<etag>.lock, flock'ed), so
+// that it and other ingot processes never write the same .incomplete file at once.
+class BlobLock {
+ public:
+  BlobLock(const fs::path& cache_dir, const std::string& repo_id, const std::string& etag) {
+    const fs::path dir = cache_dir / ".locks" / repo_folder_name(repo_id);
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    fd_ = ::open((dir / (etag + ".lock")).c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ >= 0 && flock(fd_, LOCK_EX) != 0) {
+      ::close(fd_);
+      fd_ = -1;
+    }
+  }
+  ~BlobLock() {
+    if (fd_ >= 0) ::close(fd_);  // closing releases the flock
+  }
+  BlobLock(const BlobLock&) = delete;
+  BlobLock& operator=(const BlobLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 void fetch_blob(const HubConfig& hub, const RepoPaths& paths, const std::string& repo_id, const std::string& commit,
                 const Blob& b, const GetOptions& opt, Progress& progress, std::atomic<int64_t>& fetched,
                 const std::atomic<bool>& cancel) {
   const fs::path part = paths.incomplete(b.etag), final_path = paths.blob(b.etag);
+  BlobLock lock(hub.cache_dir, repo_id, b.etag);
+  if (fs::exists(final_path) && (b.size < 0 || size_or_zero(final_path) == b.size)) return;  // another process finished it
   const std::string url = resolve_url(hub, repo_id, commit, b.file);
   int mismatches = 0;
   std::string last_error;

@@ -207,3 +207,15 @@ def test_disk_full_leaves_no_complete_looking_file(ingot, hub):
     ingot.run("get", "org/tiny")
     snap = root / "snapshots" / hub.repos["org/tiny"].commit
     assert hashlib.sha256((snap / "model.safetensors").read_bytes()).hexdigest() == sha256(weights)
+
+
+def test_two_concurrent_gets_share_the_cache(ingot, hub):
+    procs = [subprocess.Popen([ingot.binary, "get", "org/tiny"], env=ingot.env(), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=60) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    assert outs[0][0] == outs[1][0]
+    # huggingface_hub's lock files, one per blob.
+    locks = ingot.cache / ".locks" / "models--org--tiny"
+    assert len(list(locks.glob("*.lock"))) == len(hub.repos["org/tiny"].files)
+    assert_no_false_blobs(ingot.cache, "org/tiny")

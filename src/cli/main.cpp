@@ -29,7 +29,8 @@ CLI::App* add_verb(CLI::App& app, const std::string& name, const std::string& he
 }
 
 void add_model_flags(CLI::App* sub, ModelFlags& f, bool required) {
-  auto* m = sub->add_option("--model,-m", f.model, "model directory or GGUF file, a cached repo id, or part of a local model's name");
+  auto* m = sub->add_option("--model,-m", f.model,
+                            "model directory or GGUF file, a cached repo id, or part of a local model's name");
   m->transform([&f](std::string s) {
     f.requested = s;
     return resolve_model_arg(s);

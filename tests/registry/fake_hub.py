@@ -3,6 +3,7 @@ the revision API, resolve URLs (LFS files 302 to a CDN-like path carrying
 X-Linked-Etag / X-Linked-Size, small files served directly with a git-sha1
 ETag), X-Repo-Commit, and Range requests. Faults on demand: drop the
 connection partway through a file, or serve corrupted bytes once."""
+import functools
 import hashlib
 import http.server
 import json
@@ -15,6 +16,7 @@ def git_sha1(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
+@functools.lru_cache(maxsize=None)
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 

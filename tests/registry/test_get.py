@@ -34,6 +34,8 @@ def test_get_writes_the_layout_huggingface_hub_reads(ingot, hub):
     root = repo_root(ingot.cache, "org/tiny")
     snap = root / "snapshots" / repo.commit
     assert p.stdout.strip() == str(snap)
+    # Not a terminal: plain lines, one per file, and a final total.
+    assert "\r" not in p.stderr and "fetched model.safetensors" in p.stderr and "(100%)" in p.stderr, p.stderr
     assert (root / "refs" / "main").read_text() == repo.commit
     for name, data in repo.files.items():
         link = snap / name
@@ -219,3 +221,31 @@ def test_two_concurrent_gets_share_the_cache(ingot, hub):
     locks = ingot.cache / ".locks" / "models--org--tiny"
     assert len(list(locks.glob("*.lock"))) == len(hub.repos["org/tiny"].files)
     assert_no_false_blobs(ingot.cache, "org/tiny")
+
+
+def test_progress_bar_on_a_terminal(ingot, hub):
+    import pty
+    import select
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([ingot.binary, "get", "org/tiny"], env=ingot.env(), stdout=subprocess.PIPE,
+                            stderr=slave, text=False)
+    os.close(slave)
+    out = b""
+    while True:
+        r, _, _ = select.select([master], [], [], 30)
+        if not r:
+            break
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    proc.wait(timeout=30)
+    os.close(master)
+    assert proc.returncode == 0, out
+    text = out.decode()
+    bar = [seg for seg in text.split("\r") if seg.startswith("\x1b[K[")]
+    assert bar and "] " in bar[-1] and "/s" in bar[-1] and "ETA" in bar[-1], text
+    assert "(100%)" in bar[-1] and "#" * 24 in bar[-1], text

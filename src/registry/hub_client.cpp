@@ -187,6 +187,13 @@ struct FileSink {
   }
 };
 
+// "https://host:port" of an endpoint that may carry a path.
+std::string origin_of(const std::string& endpoint) {
+  size_t scheme = endpoint.find("://");
+  size_t path = endpoint.find('/', scheme == std::string::npos ? 0 : scheme + 3);
+  return path == std::string::npos ? endpoint : endpoint.substr(0, path);
+}
+
 }  // namespace
 
 HubConfig HubConfig::from_env() {
@@ -238,13 +245,28 @@ std::string resolve_url(const HubConfig& hub, const std::string& repo_id, const 
 
 FileMeta head_file(const HubConfig& hub, const std::string& repo_id, const std::string& commit,
                    const std::string& file) {
-  Easy e(hub, resolve_url(hub, repo_id, commit, file));
-  e.add_header("Accept-Encoding: identity");
-  curl_easy_setopt(e.h.get(), CURLOPT_NOBODY, 1L);
-  curl_easy_setopt(e.h.get(), CURLOPT_TIMEOUT, 120L);
-  CURLcode rc = curl_easy_perform(e.h.get());
-  if (rc != CURLE_OK) fail(ErrorKind::Io, "cannot reach ", hub.endpoint, " for ", file, ": ", e.error_text(rc));
-  const long st = e.status();
+  std::string url = resolve_url(hub, repo_id, commit, file);
+  std::unique_ptr<Easy> easy;
+  long st = 0;
+  for (int hop = 0;; ++hop) {
+    easy = std::make_unique<Easy>(hub, url);
+    easy->add_header("Accept-Encoding: identity");
+    curl_easy_setopt(easy->h.get(), CURLOPT_NOBODY, 1L);
+    curl_easy_setopt(easy->h.get(), CURLOPT_TIMEOUT, 120L);
+    CURLcode rc = curl_easy_perform(easy->h.get());
+    if (rc != CURLE_OK)
+      fail(ErrorKind::Io, "cannot reach ", hub.endpoint, " for ", file, ": ", easy->error_text(rc));
+    st = easy->status();
+    // A renamed repo answers with a relative redirect to its new name on the hub itself (followed);
+    // an LFS file's absolute redirect to the CDN carries the metadata already (not followed).
+    const std::string loc = easy->sink.get("location");
+    if (st >= 300 && st < 400 && loc.starts_with("/") && easy->sink.get("x-linked-etag").empty() && hop < 5) {
+      url = origin_of(hub.endpoint) + loc;
+      continue;
+    }
+    break;
+  }
+  Easy& e = *easy;
   if (st == 404) fail(ErrorKind::NotFound, repo_id, ": file '", file, "' not found at commit ", commit);
   if (st >= 400) fail(ErrorKind::Io, "the hub answered HTTP ", st, " for ", repo_id, "/", file);
   FileMeta m;

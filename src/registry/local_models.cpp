@@ -265,6 +265,7 @@ Reclaimed collect_garbage(const fs::path& cache_dir, std::chrono::seconds incomp
   for (const auto& e : fs::directory_iterator(cache_dir, ec)) {
     if (!e.is_directory() || !repo_id_from_folder(e.path().filename().string())) continue;
     Reclaimed r = collect_repo_garbage(e.path(), incomplete_age);
+    if (r.repos) fs::remove_all(cache_dir / ".locks" / e.path().filename(), ec);
     total.bytes += r.bytes;
     total.blobs += r.blobs;
     total.incomplete += r.incomplete;
@@ -296,6 +297,7 @@ Reclaimed remove_model(const fs::path& cache_dir, const std::string& arg) {
   regular_bytes_under(paths.blobs(), &r.blobs);
   fs::remove_all(paths.root, ec);
   if (ec) fail(ErrorKind::Io, "cannot remove ", paths.root.string(), ": ", ec.message());
+  fs::remove_all(cache_dir / ".locks" / paths.root.filename(), ec);
   r.repos = 1;
   return r;
 }

@@ -46,6 +46,7 @@ class Repo:
 class FakeHub:
     def __init__(self):
         self.repos = {}
+        self.renamed = {}        # old repo id -> new one (answered with relative 307s)
         self.log = []            # (method, path, headers) of every request
         self.drops = {}          # file name -> [bytes to send before dropping, times left]
         self.corrupt = {}        # file name -> times left to serve flipped bytes
@@ -84,6 +85,15 @@ class FakeHub:
         with self.lock:
             self.log.append((h.command, path, {k.lower(): v for k, v in h.headers.items()}))
         parts = path.strip("/").split("/")
+        for i in (2, 0):  # /api/models/OLD/... and /OLD/resolve/...
+            old = "/".join(parts[i:i + 2])
+            if old in self.renamed and (i == 2) == (parts[:2] == ["api", "models"]):
+                parts[i:i + 2] = self.renamed[old].split("/")
+                h.send_response(307)
+                h.send_header("Location", "/" + "/".join(urllib.parse.quote(p, safe="") for p in parts))
+                h.send_header("Content-Length", "0")
+                h.end_headers()
+                return
         if parts[:2] == ["api", "models"] and len(parts) >= 6 and parts[4] == "revision":
             return self._revision(h, "/".join(parts[2:4]), "/".join(parts[5:]))
         if len(parts) >= 5 and parts[2] == "resolve":

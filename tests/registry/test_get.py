@@ -249,3 +249,13 @@ def test_progress_bar_on_a_terminal(ingot, hub):
     bar = [seg for seg in text.split("\r") if seg.startswith("\x1b[K[")]
     assert bar and "] " in bar[-1] and "/s" in bar[-1] and "ETA" in bar[-1], text
     assert "(100%)" in bar[-1] and "#" * 24 in bar[-1], text
+
+
+def test_renamed_repo_follows_the_hub_redirect(ingot, hub):
+    hub.renamed["old-org/tiny"] = "org/tiny"
+    repo = hub.repos["org/tiny"]
+    p = ingot.run("get", "old-org/tiny")
+    snap = repo_root(ingot.cache, "old-org/tiny") / "snapshots" / repo.commit
+    assert p.stdout.strip() == str(snap)
+    assert (snap / "model.safetensors").read_bytes() == repo.files["model.safetensors"]
+    assert hub.requests("HEAD", "/old-org/tiny/resolve/") and hub.requests("HEAD", "/org/tiny/resolve/")

@@ -54,7 +54,7 @@ def test_rm_and_gc_report_what_they_free(ingot, hub):
     assert "freed 0 B (0 bytes)" in ingot.run("gc").stdout
     p = ingot.run("rm", "org/tiny")
     assert f"({sum(len(v) for v in files.values()) + 40} bytes)" in p.stdout, p.stdout
-    assert not root.exists()
+    assert not root.exists() and not (ingot.cache / ".locks" / root.name).exists()
     assert "not in the hub cache" in ingot.run("rm", "org/tiny", ok=False).stderr
 
 

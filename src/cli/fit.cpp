@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <random>
 
+#include "cli/model_info.h"
 #include "cli/model_setup.h"
 #include "cli/verbs.h"
 #include "runtime/runtime.h"
@@ -50,7 +51,7 @@ int run_fit(const FitFlags& f) {
   q.kv = f.kv;
   q.token_budget = f.token_budget;
   q.prefill_chunk = f.prefill_chunk;
-  engine::MemoryPrediction p = engine::predict_memory(f.model, q);
+  engine::MemoryPrediction p = predict_model_memory(f.model, q);
   // Weights and KV live on the device chosen; its memory is the bound.
   const int64_t avail = device == Device::CUDA ? runtime::device_memory_bytes(Device::CUDA)
                                                : engine::machine_memory_bytes();
@@ -109,7 +110,9 @@ int run_fit(const FitFlags& f) {
 void register_fit(CLI::App& app) {
   auto f = std::make_shared<FitFlags>();
   CLI::App* sub = add_verb(app, "fit", "predict the memory a model needs and whether it fits", [f] { return run_fit(*f); });
-  sub->add_option("model", f->model, "model directory")->required();
+  sub->add_option("model", f->model, "model directory or GGUF file, a cached repo id, or part of a local model's name")
+      ->required()
+      ->transform([](std::string s) { return resolve_model_arg(s); });
   sub->add_option("--ctx", f->ctx, "context length per sequence")->required();
   sub->add_option("--batch", f->batch, "concurrent sequences")->capture_default_str();
   sub->add_option("--kv", f->kv, "KV cache: contiguous, paged, kv8 or kv4")->capture_default_str();

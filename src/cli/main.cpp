@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <map>
 
+#include "cli/model_setup.h"
 #include "cli/verbs.h"
 #include "engine/memory.h"
 #include "runtime/runtime.h"
@@ -28,7 +29,12 @@ CLI::App* add_verb(CLI::App& app, const std::string& name, const std::string& he
 }
 
 void add_model_flags(CLI::App* sub, ModelFlags& f, bool required) {
-  auto* m = sub->add_option("--model,-m", f.model, "model directory");
+  auto* m = sub->add_option("--model,-m", f.model,
+                            "model directory or GGUF file, a cached repo id, or part of a local model's name");
+  m->transform([&f](std::string s) {
+    f.requested = s;
+    return resolve_model_arg(s);
+  });
   if (required) m->required();
   sub->add_option("--device", f.device, "cpu or cuda")->capture_default_str();
   sub->add_option("--dtype", f.dtype, "auto, float32 or bfloat16")->capture_default_str();
@@ -51,6 +57,10 @@ int run(int argc, char** argv) {
   register_serve(app);
   register_quantize(app);
   register_gguf_export(app);
+  register_get(app);
+  register_ls(app);
+  register_rm(app);
+  register_gc(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

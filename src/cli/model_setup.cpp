@@ -4,11 +4,14 @@
 
 #include "backend/cpu/thread_pool.h"
 #include "parallel/tp_model.h"
+#include "registry/local_models.h"
 #include "tokenizer/tokenizer.h"
 #include "util/strings.h"
 #include "util/error.h"
 
 namespace ingot::cli {
+
+std::string resolve_model_arg(const std::string& arg) { return registry::resolve_model(arg); }
 
 LoadOptions load_options(const ModelFlags& f) {
   LoadOptions o;

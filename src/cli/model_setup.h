@@ -7,6 +7,9 @@
 
 namespace ingot::cli {
 
+// A path as is; a cached repo id or a unique part of a local model name -> its path.
+std::string resolve_model_arg(const std::string& arg);
+
 LoadOptions load_options(const ModelFlags& f);
 std::unique_ptr<Model> load_model_from_flags(const ModelFlags& f);
 CacheOptions cache_options(const ModelFlags& f);

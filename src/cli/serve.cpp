@@ -149,8 +149,11 @@ int run_serve(const ServeFlags& f) {
   server::ServeOptions so;
   std::filesystem::path mp(f.model.model);
   std::string base = mp.filename().empty() ? mp.parent_path().filename().string() : mp.filename().string();
-  so.model_id = f.served_model_name.empty() ? f.model.model : f.served_model_name;
+  so.model_id = !f.served_model_name.empty()   ? f.served_model_name
+                : !f.model.requested.empty() ? f.model.requested
+                                             : f.model.model;
   so.model_aliases = {f.model.model, base, mp.stem().string()};
+  if (!f.model.requested.empty()) so.model_aliases.push_back(f.model.requested);
   so.host = f.host;
   so.port = f.port;
   so.api_key = f.api_key;

@@ -22,10 +22,15 @@ void register_chat_template(CLI::App& app);
 void register_serve(CLI::App& app);
 void register_quantize(CLI::App& app);
 void register_gguf_export(CLI::App& app);
+void register_get(CLI::App& app);
+void register_ls(CLI::App& app);
+void register_rm(CLI::App& app);
+void register_gc(CLI::App& app);
 
 // Shared flag helpers.
 struct ModelFlags {
-  std::string model;
+  std::string model;      // a path once parsed (repo ids and name parts are resolved)
+  std::string requested;  // --model as typed
   std::string device = "cpu";
   std::string dtype = "auto";
   std::string kv = "contiguous";

@@ -28,6 +28,7 @@ class TensorParallelModel final : public Model {
 
   Tensor forward(const BatchInput& in) override {
     const int n = static_cast<int>(ranks_.size());
+    if (in.step) fail(ErrorKind::Internal, "tensor-parallel models do not take graph step inputs");
     std::vector<BatchInput> per_rank(static_cast<size_t>(n));
     for (int r = 0; r < n; ++r) {
       per_rank[static_cast<size_t>(r)].tokens = in.tokens;

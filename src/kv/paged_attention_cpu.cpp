@@ -150,12 +150,14 @@ void fold_values_kv8(const uint8_t* vc, const float* vp, int64_t n, const PlaneG
   __m512 a[NV];
   for (int j = 0; j < NV; ++j) a[j] = _mm512_loadu_ps(acc + 16 * j);
   const int64_t ngv = vg.dim / vg.group, per = vg.group / 16;
+  int scale_at[NV];  // the scale of chunk j: params[2 * (j / per)], divided once
+  for (int j = 0; j < NV; ++j) scale_at[j] = static_cast<int>(2 * (j / per));
   for (int64_t x = 0; x < n; ++x) {
     const uint8_t* c = vc + static_cast<size_t>(x) * vg.row_code_bytes;
     const float* pr = vp + static_cast<size_t>(x) * vg.row_param_floats;
     for (int64_t g = 0; g < ngv; ++g) vb[g] += w[x] * pr[2 * g + 1];
     for (int j = 0; j < NV; ++j) {
-      const __m512 ws = _mm512_set1_ps(w[x] * pr[2 * (j / per)]);
+      const __m512 ws = _mm512_set1_ps(w[x] * pr[scale_at[j]]);
       const __m512 cv =
           _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c + 16 * j))));
       a[j] = _mm512_fmadd_ps(ws, cv, a[j]);
@@ -268,6 +270,86 @@ void attend_kv8_vnni(const LayerPool& lp, const PagedKV& kv, const float* q, int
   }
 }
 
+// bf16 K/V on AVX-512: rows widen to float32 in registers (a 16-bit shift),
+// the query heads of a GQA group fold each block with one reduction per
+// score and value accumulators held in registers. Exact float32 arithmetic on
+// the stored values, as the tile path, in another summation order.
+bool bf16_avx512_fits(const LayerPool& lp) {
+  static const bool cpu = __builtin_cpu_supports("avx512f");
+  return cpu && lp.options().quant == KvQuant::None && lp.elem_dtype() == DType::BF16 &&
+         lp.spec().head_dim % 16 == 0 && (lp.spec().v_head_dim == 64 || lp.spec().v_head_dim == 128);
+}
+
+__attribute__((target("avx512f"))) inline __m512 widen_bf16(const uint8_t* p) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+template <int NV>
+__attribute__((target("avx512f")))
+void fold_values_bf16(const uint8_t* vc, size_t row_bytes, int64_t n, const float* w, float* acc) {
+  __m512 a[NV];
+  for (int j = 0; j < NV; ++j) a[j] = _mm512_loadu_ps(acc + 16 * j);
+  for (int64_t x = 0; x < n; ++x) {
+    const uint8_t* c = vc + static_cast<size_t>(x) * row_bytes;
+    const __m512 ws = _mm512_set1_ps(w[x]);
+    for (int j = 0; j < NV; ++j) a[j] = _mm512_fmadd_ps(ws, widen_bf16(c + 32 * j), a[j]);
+  }
+  for (int j = 0; j < NV; ++j) _mm512_storeu_ps(acc + 16 * j, a[j]);
+}
+
+__attribute__((target("avx512f")))
+void attend_bf16_avx512(const LayerPool& lp, const PagedKV& kv, const float* q, int64_t G, int64_t kh, int64_t lo,
+                        int64_t hi, const AttnParams& p, Kv8Scratch& w, float* out, int64_t out_stride) {
+  const PlaneGeometry &kg = lp.plane(false), &vg = lp.plane(true);
+  const int64_t d = kg.dim, dv = vg.dim, bs = lp.block_size();
+  w.scores.resize(static_cast<size_t>(G * bs));
+  w.m.assign(static_cast<size_t>(G), -std::numeric_limits<float>::infinity());
+  w.l.assign(static_cast<size_t>(G), 0.0f);
+  w.acc.assign(static_cast<size_t>(G * dv), 0.0f);
+  for (int64_t blk = lo / bs; hi >= lo && blk <= hi / bs; ++blk) {
+    const int64_t j0 = std::max(lo, blk * bs), j1 = std::min(hi, blk * bs + bs - 1), n = j1 - j0 + 1;
+    const int32_t id = kv.table[blk];
+    const auto row0 = static_cast<size_t>(kh * bs + (j0 - blk * bs));
+    const uint8_t* kc = lp.region(kKCodes, id) + row0 * kg.row_code_bytes;
+    const uint8_t* vc = lp.region(kVCodes, id) + row0 * vg.row_code_bytes;
+    for (int64_t r = 0; r < G; ++r) {
+      const float* qr = q + r * d;
+      float* sc = w.scores.data() + r * bs;
+      float bm = -std::numeric_limits<float>::infinity();
+      for (int64_t x = 0; x < n; ++x) {
+        const uint8_t* c = kc + static_cast<size_t>(x) * kg.row_code_bytes;
+        __m512 lanes = _mm512_setzero_ps();
+        for (int64_t c0 = 0; c0 < d; c0 += 16)
+          lanes = _mm512_fmadd_ps(_mm512_loadu_ps(qr + c0), widen_bf16(c + 2 * c0), lanes);
+        float dot = _mm512_reduce_add_ps(lanes) * p.scale;
+        if (p.softcap > 0) dot = std::tanh(dot / p.softcap) * p.softcap;
+        sc[x] = dot;
+        bm = std::max(bm, dot);
+      }
+      float& m = w.m[static_cast<size_t>(r)];
+      const float nm = std::max(m, bm), corr = std::exp(m - nm);
+      float bsum = 0;
+      for (int64_t x = 0; x < n; ++x) bsum += (sc[x] = std::exp(sc[x] - nm));
+      w.l[static_cast<size_t>(r)] = w.l[static_cast<size_t>(r)] * corr + bsum;
+      m = nm;
+      float* acc = w.acc.data() + r * dv;
+      const __m512 vcorr = _mm512_set1_ps(corr);
+      for (int64_t c = 0; c < dv; c += 16) _mm512_storeu_ps(acc + c, _mm512_mul_ps(vcorr, _mm512_loadu_ps(acc + c)));
+      if (dv == 64) {
+        fold_values_bf16<4>(vc, vg.row_code_bytes, n, sc, acc);
+      } else {
+        fold_values_bf16<8>(vc, vg.row_code_bytes, n, sc, acc);
+      }
+    }
+  }
+  for (int64_t r = 0; r < G; ++r) {
+    const float li = w.l[static_cast<size_t>(r)], inv = li > 0 ? 1.0f / li : 0.0f;
+    float* o = out + r * out_stride;
+    for (int64_t c = 0; c < dv; ++c) o[c] = w.acc[static_cast<size_t>(r * dv + c)] * inv;
+  }
+}
+
 }  // namespace
 
 void register_paged_attention(Device d, PagedAttentionFn fn) { kernels()[d] = fn; }
@@ -289,15 +371,21 @@ Tensor paged_attention_cpu(const Tensor& q_in, const PagedKV& kv, const AttnPara
   Tensor out = Tensor::empty({t, h, dv}, DType::F32);
   const float* pq = q.data<float>();
   float* po = out.data<float>();
-  if (kv8_vnni_fits(lp)) {
+  const bool vnni = kv8_vnni_fits(lp), bf16 = !vnni && bf16_avx512_fits(lp);
+  if (vnni || bf16) {
     cpu::pool().parallel_for(t * kvh, 1, [&](int64_t b, int64_t e) {
       Kv8Scratch w;
       for (int64_t idx = b; idx < e; ++idx) {
         const int64_t i = idx / kvh, kh = idx % kvh, qpos = p.q_offset + i;
         const int64_t hi = p.causal ? std::min(s - 1, qpos) : s - 1;
         const int64_t lo = p.window > 0 ? std::max<int64_t>(0, qpos - p.window + 1) : 0;
-        attend_kv8_vnni(lp, kv, pq + (i * h + kh * group) * d, group, kh, lo, hi, p, w,
-                        po + (i * h + kh * group) * dv, dv);
+        const float* qi = pq + (i * h + kh * group) * d;
+        float* oi = po + (i * h + kh * group) * dv;
+        if (vnni) {
+          attend_kv8_vnni(lp, kv, qi, group, kh, lo, hi, p, w, oi, dv);
+        } else {
+          attend_bf16_avx512(lp, kv, qi, group, kh, lo, hi, p, w, oi, dv);
+        }
       }
     });
     return out;

@@ -1,8 +1,11 @@
 """KV stores through the real CLI: `--kv paged` is bit-identical to contiguous,
-and the shared checker accepts paged/kv8 on every golden and kv4 on float32;
-kv4 on bfloat16 is judged against contiguous (PARITY.md's KV row)."""
+and the shared checker accepts paged / paged-direct / kv8 on every golden and
+kv4 on the cases listed below (the rest are PARITY.md gaps documented in
+docs/kv-cache.md); kv4 on bfloat16 is also judged against contiguous
+(PARITY.md's KV row)."""
 import math
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -11,27 +14,39 @@ import json
 import pytest
 
 FAMILIES = ["llama", "llama3-rope", "qwen2", "qwen3"]
+ALL = FAMILIES + ["gemma2", "gemma3", "gemma4", "qwen3_moe", "qwen3_next", "qwen3_5"]
+# Outside the checker's bars whatever the KV store (docs/models.md).
+KNOWN_GAPS = {"qwen3_next-bfloat16"}
+# kv4 on bfloat16 goldens is held to the bf16 bar 3e-2 by the checker; these
+# meet it (measured 2.1e-2 - 2.7e-2). The others are 3.1e-2 - 8.2e-2
+# (docs/kv-cache.md): 4-bit noise, and for the MoE models, expert flips.
+KV4_BF16_OK = {"llama", "llama3-rope", "qwen2", "gemma3", "qwen3_5"}
+KV4_F32_GAPS = {"qwen3_next"}
 
 
 def checker(shared_dir, ingot_bin, kv, only):
     r = subprocess.run([sys.executable, str(shared_dir / "tools" / "parity_check.py"), ingot_bin,
                         "--only", ",".join(only), "--kv", kv], capture_output=True, text=True, timeout=600)
     print(r.stdout)
-    return r
+    lines = {}
+    for line in r.stdout.splitlines():
+        m = re.match(r"^(ok|FAIL)\s+([\w.-]+):", line)
+        if m:
+            lines[m.group(2)] = m.group(1) == "ok"
+    assert len(lines) == 2 * len(only), r.stdout + r.stderr
+    return lines
 
 
 @pytest.mark.parametrize("kv", ["paged", "paged-direct", "kv8"])
 def test_checker_accepts_kv(ingot_bin, shared_dir, kv):
-    r = checker(shared_dir, ingot_bin, kv, FAMILIES)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert f"{2 * len(FAMILIES)}/{2 * len(FAMILIES)} goldens" in r.stdout
+    ok = checker(shared_dir, ingot_bin, kv, ALL)
+    assert {c for c, v in ok.items() if not v} == KNOWN_GAPS, ok
 
 
-def test_checker_accepts_kv4_float32(ingot_bin, shared_dir):
-    r = checker(shared_dir, ingot_bin, "kv4", FAMILIES)
-    lines = [l for l in r.stdout.splitlines() if "-float32:" in l]
-    assert len(lines) == len(FAMILIES), r.stdout
-    assert all(l.startswith("ok") for l in lines), r.stdout
+def test_checker_accepts_kv4(ingot_bin, shared_dir):
+    ok = checker(shared_dir, ingot_bin, "kv4", ALL)
+    want = {f"{f}-float32" for f in ALL if f not in KV4_F32_GAPS} | {f"{f}-bfloat16" for f in KV4_BF16_OK}
+    assert {c for c, v in ok.items() if v} >= want, ok
 
 
 def logits(ingot_bin, case, kv, tmp_path):

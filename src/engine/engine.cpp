@@ -102,10 +102,11 @@ EngineImpl::EngineImpl(Model& model, const EngineOptions& opt, std::shared_ptr<c
   if (context_ <= 0) bad("context length is unknown: set it explicitly");
   kv_budget_ = kv_budget_bytes(model_, opt_);
   layout_ = model_.cache_layout();
+  for (const auto& l : layout_) recurrent_ = recurrent_ || l.kind == kv::LayerKind::LinearState;
   kv_dtype_ = model_.kv_dtype();
   new_cache(model_, CacheOptions{opt_.kv, {}});  // fails early on an unknown kind
   if (opt_.prefix_cache) {
-    prefix_.emplace(fingerprint(model_, opt_));
+    prefix_.emplace(fingerprint(model_, opt_), kPrefixBlockTokens, recurrent_);
     prefix_cap_bytes_ = opt_.prefix_cache_blocks > 0
                             ? kv_bytes_for_tokens(layout_, kv_dtype_, opt_.kv,
                                                   opt_.prefix_cache_blocks * prefix_->block_tokens())

@@ -76,6 +76,7 @@ class EngineImpl final : public Engine {
   void finish(Sequence& s, FinishReason reason, const std::string& error = {}, Chunk c = {},
               std::string matched = {});
   void publish_prefix(Sequence& s);
+  int64_t publish_point(const Sequence& s) const;  // prompt tokens a prefix entry covers
   void emit_token(Sequence& s, const sampling::Sampled& t);
   void update_stats();
   int64_t kv_used_bytes() const;
@@ -88,6 +89,7 @@ class EngineImpl final : public Engine {
   int64_t kv_budget_ = 0;
   int64_t reserved_ = 0;
   std::vector<kv::LayerSpec> layout_;
+  bool recurrent_ = false;  // some layer keeps a recurrent state: prefixes publish mid-prefill, exactly
   DType kv_dtype_;
   std::optional<PrefixCache> prefix_;
   int64_t prefix_cap_bytes_ = 0;

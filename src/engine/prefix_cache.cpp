@@ -14,7 +14,7 @@ uint64_t mix(uint64_t h, uint64_t v) {
 }
 }  // namespace
 
-PrefixCache::PrefixCache(uint64_t fp, int64_t block) : fingerprint_(fp), block_(block) {
+PrefixCache::PrefixCache(uint64_t fp, int64_t block, bool exact) : fingerprint_(fp), block_(block), exact_(exact) {
   INGOT_CHECK(block_ > 0);
 }
 
@@ -80,7 +80,8 @@ void PrefixCache::publish(const std::vector<int32_t>& tokens, int64_t n_tokens, 
   const uint64_t id = next_id_++;
   lru_.push_front(id);
   e.lru = lru_.begin();
-  for (size_t b = 0; b < e.hashes.size(); ++b) index_[e.hashes[b]] = {id, static_cast<int64_t>(b + 1)};
+  for (size_t b = exact_ ? e.hashes.size() - 1 : 0; b < e.hashes.size(); ++b)
+    index_[e.hashes[b]] = {id, static_cast<int64_t>(b + 1)};
   bytes_ += e.bytes;
   entries_.emplace(id, std::move(e));
 }
@@ -100,7 +101,7 @@ void PrefixCache::erase(uint64_t id) {
   for (size_t b = 0; b < orphaned.size(); ++b) {
     if (index_.count(orphaned[b])) continue;
     for (const auto& [oid, e] : entries_)
-      if (e.hashes.size() > b && e.hashes[b] == orphaned[b]) {
+      if (e.hashes.size() > b && e.hashes[b] == orphaned[b] && (!exact_ || e.hashes.size() == b + 1)) {
         index_[orphaned[b]] = {oid, static_cast<int64_t>(b + 1)};
         break;
       }

@@ -3,6 +3,9 @@
 // A hit forks the cached prefix with clone() + trim(): O(blocks) metadata on
 // a paged store (copy-on-write blocks), a copy on the contiguous one.
 // Unreferenced entries are evicted least recently used first.
+//
+// Exact mode (models with recurrent layers, whose state cannot be trimmed):
+// an entry is found only by its whole length, so a fork never trims.
 #pragma once
 #include <cstdint>
 #include <list>
@@ -18,7 +21,8 @@ constexpr int64_t kPrefixBlockTokens = 16;
 
 class PrefixCache {
  public:
-  PrefixCache(uint64_t model_fingerprint, int64_t block_tokens = kPrefixBlockTokens);
+  PrefixCache(uint64_t model_fingerprint, int64_t block_tokens = kPrefixBlockTokens, bool exact = false);
+  bool exact() const { return exact_; }
 
   // Chain hashes of the full blocks of `tokens`.
   std::vector<uint64_t> chain(const std::vector<int32_t>& tokens, int64_t limit) const;
@@ -60,6 +64,7 @@ class PrefixCache {
 
   uint64_t fingerprint_;
   int64_t block_;
+  bool exact_ = false;
   uint64_t next_id_ = 1;
   std::unordered_map<uint64_t, Entry> entries_;
   // Block hash -> (entry, blocks of that entry covered by the hash).

@@ -100,9 +100,15 @@ void EngineImpl::admit() {
   }
 }
 
+int64_t EngineImpl::publish_point(const Sequence& s) const {
+  return s.prompt_len / prefix_->block_tokens() * prefix_->block_tokens();
+}
+
 void EngineImpl::publish_prefix(Sequence& s) {
   if (!prefix_ || s.req.prompt_logprobs) return;
-  const int64_t full = s.prompt_len / prefix_->block_tokens() * prefix_->block_tokens();
+  const int64_t full = publish_point(s);
+  // A recurrent state holds exactly what it has seen: publish only at `full`.
+  if (recurrent_ && s.computed != full) return;
   if (full <= s.cached_prefix || prefix_->contains_chain(s.tokens, full)) return;
   const int64_t bytes = kv_bytes_for_tokens(layout_, kv_dtype_, opt_.kv, full);
   if (bytes > prefix_cap_bytes_) return;
@@ -148,7 +154,13 @@ void EngineImpl::run_batch() {
   }
   for (auto& s : running_) {
     if (s->state != SeqState::Prefilling || budget == 0) continue;
-    const int64_t n = std::min({s->prompt_len - s->computed, opt_.prefill_chunk, budget});
+    int64_t n = std::min({s->prompt_len - s->computed, opt_.prefill_chunk, budget});
+    // Recurrent layers: stop the chunk at the publish point, so the prefix is
+    // published (cloned) holding exactly its tokens.
+    if (recurrent_ && prefix_ && !s->req.prompt_logprobs) {
+      const int64_t at = publish_point(*s);
+      if (at > s->computed && at < s->computed + n) n = at - s->computed;
+    }
     in.tokens.insert(in.tokens.end(), s->tokens.begin() + s->computed, s->tokens.begin() + s->computed + n);
     in.seqs.push_back({s->cache.get(), n, s->req.prompt_logprobs});
     rows.push_back(s.get());
@@ -181,6 +193,7 @@ void EngineImpl::run_batch() {
       }
     }
     s.computed += si.n_tokens;
+    if (recurrent_ && s.state == SeqState::Prefilling && s.computed < s.prompt_len) publish_prefix(s);
     const float* last = L + (row + nrows - 1) * V;
     row += nrows;
     if (s.state == SeqState::Prefilling) {

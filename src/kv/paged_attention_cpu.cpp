@@ -3,6 +3,10 @@
 // loading each block's K and V rows once into small float32 tiles (converted
 // or dequantized on the way: the fusion) and folding them into per-head
 // running (max, sum, accumulator) state.
+// GCC 12 reports its own AVX-512 intrinsics (_mm512_undefined_*) as maybe-uninitialized.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cstring>
 #include <cmath>
@@ -114,6 +118,238 @@ void fold_block(const float* qr, const float* kt, const float* vt, int64_t n, in
   m = nm;
 }
 
+// KV8 with AVX-512 VNNI: the bytes stay bytes. Scores use integer dot
+// products of the u8 key codes with the query split per key group into two
+// int8 parts, q ~ qs * (hi + lo / 254) (about 15 bits: the query adds no
+// error of note), so q.k = sum_g ks_g * qs_g * (hi.codes + lo.codes / 254)
+// + kb_g * sum(q_g);
+// values fold their affine parameters into the weights (acc += w*vs * codes,
+// plus w*vb per group, added at the end). Half the bytes of bf16 and one
+// vpdpbusd per 64 key values per head. Needs head dims and groups that are
+// multiples of 64 (keys) and 16 (values).
+bool kv8_vnni_fits(const LayerPool& lp) {
+  static const bool cpu = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vnni");
+  const PlaneGeometry &k = lp.plane(false), &v = lp.plane(true);
+  return cpu && lp.options().quant == KvQuant::Q8 && k.group % 64 == 0 && v.group % 16 == 0;
+}
+
+struct Kv8Scratch {
+  std::vector<int8_t> q8, q8lo;        // [G, d]
+  std::vector<float> qs, qsum;         // [G, ngk]
+  std::vector<float> scores, m, l;     // [G, bs], [G], [G]
+  std::vector<float> acc, vbias;       // [G, dv], [G, ngv]
+};
+
+// acc[NV * 16] += w_x * (codes_x * vs + vb) over n value rows, the
+// accumulator held in registers; the bias part goes to vb per group.
+template <int NV>
+__attribute__((target("avx512f,avx512bw,avx512vnni")))
+void fold_values_kv8(const uint8_t* vc, const float* vp, int64_t n, const PlaneGeometry& vg, const float* w,
+                     float* acc, float* vb) {
+  __m512 a[NV];
+  for (int j = 0; j < NV; ++j) a[j] = _mm512_loadu_ps(acc + 16 * j);
+  const int64_t ngv = vg.dim / vg.group, per = vg.group / 16;
+  int scale_at[NV];  // the scale of chunk j: params[2 * (j / per)], divided once
+  for (int j = 0; j < NV; ++j) scale_at[j] = static_cast<int>(2 * (j / per));
+  for (int64_t x = 0; x < n; ++x) {
+    const uint8_t* c = vc + static_cast<size_t>(x) * vg.row_code_bytes;
+    const float* pr = vp + static_cast<size_t>(x) * vg.row_param_floats;
+    for (int64_t g = 0; g < ngv; ++g) vb[g] += w[x] * pr[2 * g + 1];
+    for (int j = 0; j < NV; ++j) {
+      const __m512 ws = _mm512_set1_ps(w[x] * pr[scale_at[j]]);
+      const __m512 cv =
+          _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c + 16 * j))));
+      a[j] = _mm512_fmadd_ps(ws, cv, a[j]);
+    }
+  }
+  for (int j = 0; j < NV; ++j) _mm512_storeu_ps(acc + 16 * j, a[j]);
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vnni")))
+void attend_kv8_vnni(const LayerPool& lp, const PagedKV& kv, const float* q, int64_t G, int64_t kh, int64_t lo,
+                     int64_t hi, const AttnParams& p, Kv8Scratch& w, float* out, int64_t out_stride) {
+  const PlaneGeometry &kg = lp.plane(false), &vg = lp.plane(true);
+  const int64_t d = kg.dim, dv = vg.dim, bs = lp.block_size();
+  const int64_t ngk = d / kg.group, ngv = dv / vg.group;
+  w.q8.resize(static_cast<size_t>(G * d));
+  w.q8lo.resize(static_cast<size_t>(G * d));
+  w.qs.resize(static_cast<size_t>(G * ngk));
+  w.qsum.resize(static_cast<size_t>(G * ngk));
+  w.scores.resize(static_cast<size_t>(G * bs));
+  w.m.assign(static_cast<size_t>(G), -std::numeric_limits<float>::infinity());
+  w.l.assign(static_cast<size_t>(G), 0.0f);
+  w.acc.assign(static_cast<size_t>(G * dv), 0.0f);
+  w.vbias.assign(static_cast<size_t>(G * ngv), 0.0f);
+  for (int64_t r = 0; r < G; ++r)
+    for (int64_t g = 0; g < ngk; ++g) {
+      const float* x = q + r * d + g * kg.group;
+      float mx = 0, sum = 0;
+      for (int64_t c = 0; c < kg.group; ++c) mx = std::max(mx, std::fabs(x[c])), sum += x[c];
+      const float sc = mx > 0 ? mx / 127.0f : 1.0f, inv = 1.0f / sc;
+      for (int64_t c = 0; c < kg.group; ++c) {
+        const float y = x[c] * inv, hi = std::nearbyint(y);
+        w.q8[static_cast<size_t>(r * d + g * kg.group + c)] = static_cast<int8_t>(hi);
+        w.q8lo[static_cast<size_t>(r * d + g * kg.group + c)] = static_cast<int8_t>(std::nearbyint((y - hi) * 254.0f));
+      }
+      w.qs[static_cast<size_t>(r * ngk + g)] = sc;
+      w.qsum[static_cast<size_t>(r * ngk + g)] = sum;
+    }
+  for (int64_t blk = lo / bs; hi >= lo && blk <= hi / bs; ++blk) {
+    const int64_t j0 = std::max(lo, blk * bs), j1 = std::min(hi, blk * bs + bs - 1), n = j1 - j0 + 1;
+    const int32_t id = kv.table[blk];
+    const auto row0 = static_cast<size_t>(kh * bs + (j0 - blk * bs));
+    const uint8_t* kc = lp.region(kKCodes, id) + row0 * kg.row_code_bytes;
+    const float* kp = reinterpret_cast<const float*>(lp.region(kKParams, id)) + row0 * kg.row_param_floats;
+    const uint8_t* vc = lp.region(kVCodes, id) + row0 * vg.row_code_bytes;
+    const float* vp = reinterpret_cast<const float*>(lp.region(kVParams, id)) + row0 * vg.row_param_floats;
+    for (int64_t r = 0; r < G; ++r) {
+      const int8_t* qr = w.q8.data() + r * d;
+      const int8_t* ql = w.q8lo.data() + r * d;
+      float* sc = w.scores.data() + r * bs;
+      float bm = -std::numeric_limits<float>::infinity();
+      for (int64_t x = 0; x < n; ++x) {
+        const uint8_t* c = kc + static_cast<size_t>(x) * kg.row_code_bytes;
+        const float* pr = kp + static_cast<size_t>(x) * kg.row_param_floats;
+        // Per lane: sum_g ks_g * qs_g * (254 hi.codes + lo.codes), one reduction per row.
+        __m512 lanes = _mm512_setzero_ps();
+        float dot = 0;
+        for (int64_t g = 0; g < ngk; ++g) {
+          __m512i a = _mm512_setzero_si512(), b = _mm512_setzero_si512();
+          for (int64_t c0 = g * kg.group; c0 < (g + 1) * kg.group; c0 += 64) {
+            const __m512i codes = _mm512_loadu_si512(c + c0);
+            a = _mm512_dpbusd_epi32(a, codes, _mm512_loadu_si512(qr + c0));
+            b = _mm512_dpbusd_epi32(b, codes, _mm512_loadu_si512(ql + c0));
+          }
+          const __m512 ab = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a), _mm512_set1_ps(254.0f), _mm512_cvtepi32_ps(b));
+          lanes = _mm512_fmadd_ps(_mm512_set1_ps(pr[2 * g] * w.qs[static_cast<size_t>(r * ngk + g)]), ab, lanes);
+          dot += pr[2 * g + 1] * w.qsum[static_cast<size_t>(r * ngk + g)];
+        }
+        dot += _mm512_reduce_add_ps(lanes) * (1.0f / 254.0f);
+        dot *= p.scale;
+        if (p.softcap > 0) dot = std::tanh(dot / p.softcap) * p.softcap;
+        sc[x] = dot;
+        bm = std::max(bm, dot);
+      }
+      float& m = w.m[static_cast<size_t>(r)];
+      const float nm = std::max(m, bm), corr = std::exp(m - nm);
+      float bsum = 0;
+      for (int64_t x = 0; x < n; ++x) bsum += (sc[x] = std::exp(sc[x] - nm));
+      w.l[static_cast<size_t>(r)] = w.l[static_cast<size_t>(r)] * corr + bsum;
+      m = nm;
+      float* acc = w.acc.data() + r * dv;
+      float* vb = w.vbias.data() + r * ngv;
+      const __m512 vcorr = _mm512_set1_ps(corr);
+      for (int64_t c = 0; c < dv; c += 16) _mm512_storeu_ps(acc + c, _mm512_mul_ps(vcorr, _mm512_loadu_ps(acc + c)));
+      for (int64_t g = 0; g < ngv; ++g) vb[g] *= corr;
+      if (dv == 64) {
+        fold_values_kv8<4>(vc, vp, n, vg, sc, acc, vb);
+      } else if (dv == 128) {
+        fold_values_kv8<8>(vc, vp, n, vg, sc, acc, vb);
+      } else {
+        for (int64_t x = 0; x < n; ++x) {
+          const uint8_t* c = vc + static_cast<size_t>(x) * vg.row_code_bytes;
+          const float* pr = vp + static_cast<size_t>(x) * vg.row_param_floats;
+          for (int64_t g = 0; g < ngv; ++g) {
+            const __m512 ws = _mm512_set1_ps(sc[x] * pr[2 * g]);
+            vb[g] += sc[x] * pr[2 * g + 1];
+            for (int64_t c0 = g * vg.group; c0 < (g + 1) * vg.group; c0 += 16) {
+              const __m512 cv = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c + c0))));
+              _mm512_storeu_ps(acc + c0, _mm512_fmadd_ps(ws, cv, _mm512_loadu_ps(acc + c0)));
+            }
+          }
+        }
+      }
+    }
+  }
+  for (int64_t r = 0; r < G; ++r) {
+    const float li = w.l[static_cast<size_t>(r)], inv = li > 0 ? 1.0f / li : 0.0f;
+    float* o = out + r * out_stride;
+    for (int64_t c = 0; c < dv; ++c)
+      o[c] = (w.acc[static_cast<size_t>(r * dv + c)] + w.vbias[static_cast<size_t>(r * ngv + c / vg.group)]) * inv;
+  }
+}
+
+// bf16 K/V on AVX-512: rows widen to float32 in registers (a 16-bit shift),
+// the query heads of a GQA group fold each block with one reduction per
+// score and value accumulators held in registers. Exact float32 arithmetic on
+// the stored values, as the tile path, in another summation order.
+bool bf16_avx512_fits(const LayerPool& lp) {
+  static const bool cpu = __builtin_cpu_supports("avx512f");
+  return cpu && lp.options().quant == KvQuant::None && lp.elem_dtype() == DType::BF16 &&
+         lp.spec().head_dim % 16 == 0 && (lp.spec().v_head_dim == 64 || lp.spec().v_head_dim == 128);
+}
+
+__attribute__((target("avx512f"))) inline __m512 widen_bf16(const uint8_t* p) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+template <int NV>
+__attribute__((target("avx512f")))
+void fold_values_bf16(const uint8_t* vc, size_t row_bytes, int64_t n, const float* w, float* acc) {
+  __m512 a[NV];
+  for (int j = 0; j < NV; ++j) a[j] = _mm512_loadu_ps(acc + 16 * j);
+  for (int64_t x = 0; x < n; ++x) {
+    const uint8_t* c = vc + static_cast<size_t>(x) * row_bytes;
+    const __m512 ws = _mm512_set1_ps(w[x]);
+    for (int j = 0; j < NV; ++j) a[j] = _mm512_fmadd_ps(ws, widen_bf16(c + 32 * j), a[j]);
+  }
+  for (int j = 0; j < NV; ++j) _mm512_storeu_ps(acc + 16 * j, a[j]);
+}
+
+__attribute__((target("avx512f")))
+void attend_bf16_avx512(const LayerPool& lp, const PagedKV& kv, const float* q, int64_t G, int64_t kh, int64_t lo,
+                        int64_t hi, const AttnParams& p, Kv8Scratch& w, float* out, int64_t out_stride) {
+  const PlaneGeometry &kg = lp.plane(false), &vg = lp.plane(true);
+  const int64_t d = kg.dim, dv = vg.dim, bs = lp.block_size();
+  w.scores.resize(static_cast<size_t>(G * bs));
+  w.m.assign(static_cast<size_t>(G), -std::numeric_limits<float>::infinity());
+  w.l.assign(static_cast<size_t>(G), 0.0f);
+  w.acc.assign(static_cast<size_t>(G * dv), 0.0f);
+  for (int64_t blk = lo / bs; hi >= lo && blk <= hi / bs; ++blk) {
+    const int64_t j0 = std::max(lo, blk * bs), j1 = std::min(hi, blk * bs + bs - 1), n = j1 - j0 + 1;
+    const int32_t id = kv.table[blk];
+    const auto row0 = static_cast<size_t>(kh * bs + (j0 - blk * bs));
+    const uint8_t* kc = lp.region(kKCodes, id) + row0 * kg.row_code_bytes;
+    const uint8_t* vc = lp.region(kVCodes, id) + row0 * vg.row_code_bytes;
+    for (int64_t r = 0; r < G; ++r) {
+      const float* qr = q + r * d;
+      float* sc = w.scores.data() + r * bs;
+      float bm = -std::numeric_limits<float>::infinity();
+      for (int64_t x = 0; x < n; ++x) {
+        const uint8_t* c = kc + static_cast<size_t>(x) * kg.row_code_bytes;
+        __m512 lanes = _mm512_setzero_ps();
+        for (int64_t c0 = 0; c0 < d; c0 += 16)
+          lanes = _mm512_fmadd_ps(_mm512_loadu_ps(qr + c0), widen_bf16(c + 2 * c0), lanes);
+        float dot = _mm512_reduce_add_ps(lanes) * p.scale;
+        if (p.softcap > 0) dot = std::tanh(dot / p.softcap) * p.softcap;
+        sc[x] = dot;
+        bm = std::max(bm, dot);
+      }
+      float& m = w.m[static_cast<size_t>(r)];
+      const float nm = std::max(m, bm), corr = std::exp(m - nm);
+      float bsum = 0;
+      for (int64_t x = 0; x < n; ++x) bsum += (sc[x] = std::exp(sc[x] - nm));
+      w.l[static_cast<size_t>(r)] = w.l[static_cast<size_t>(r)] * corr + bsum;
+      m = nm;
+      float* acc = w.acc.data() + r * dv;
+      const __m512 vcorr = _mm512_set1_ps(corr);
+      for (int64_t c = 0; c < dv; c += 16) _mm512_storeu_ps(acc + c, _mm512_mul_ps(vcorr, _mm512_loadu_ps(acc + c)));
+      if (dv == 64) {
+        fold_values_bf16<4>(vc, vg.row_code_bytes, n, sc, acc);
+      } else {
+        fold_values_bf16<8>(vc, vg.row_code_bytes, n, sc, acc);
+      }
+    }
+  }
+  for (int64_t r = 0; r < G; ++r) {
+    const float li = w.l[static_cast<size_t>(r)], inv = li > 0 ? 1.0f / li : 0.0f;
+    float* o = out + r * out_stride;
+    for (int64_t c = 0; c < dv; ++c) o[c] = w.acc[static_cast<size_t>(r * dv + c)] * inv;
+  }
+}
+
 }  // namespace
 
 void register_paged_attention(Device d, PagedAttentionFn fn) { kernels()[d] = fn; }
@@ -135,6 +371,25 @@ Tensor paged_attention_cpu(const Tensor& q_in, const PagedKV& kv, const AttnPara
   Tensor out = Tensor::empty({t, h, dv}, DType::F32);
   const float* pq = q.data<float>();
   float* po = out.data<float>();
+  const bool vnni = kv8_vnni_fits(lp), bf16 = !vnni && bf16_avx512_fits(lp);
+  if (vnni || bf16) {
+    cpu::pool().parallel_for(t * kvh, 1, [&](int64_t b, int64_t e) {
+      Kv8Scratch w;
+      for (int64_t idx = b; idx < e; ++idx) {
+        const int64_t i = idx / kvh, kh = idx % kvh, qpos = p.q_offset + i;
+        const int64_t hi = p.causal ? std::min(s - 1, qpos) : s - 1;
+        const int64_t lo = p.window > 0 ? std::max<int64_t>(0, qpos - p.window + 1) : 0;
+        const float* qi = pq + (i * h + kh * group) * d;
+        float* oi = po + (i * h + kh * group) * dv;
+        if (vnni) {
+          attend_kv8_vnni(lp, kv, qi, group, kh, lo, hi, p, w, oi, dv);
+        } else {
+          attend_bf16_avx512(lp, kv, qi, group, kh, lo, hi, p, w, oi, dv);
+        }
+      }
+    });
+    return out;
+  }
   cpu::pool().parallel_for(t * kvh, 1, [&](int64_t b, int64_t e) {
     std::vector<float> kt(static_cast<size_t>(bs * d)), vt(static_cast<size_t>(bs * dv));
     std::vector<float> scores(static_cast<size_t>(bs)), acc(static_cast<size_t>(group * dv));

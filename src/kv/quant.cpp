@@ -22,38 +22,54 @@ float group_error(const float* x, int64_t n, float scale, float bias, float leve
   return e;
 }
 
-// Min/max gives the first fit; a few least-squares refits of (scale, bias)
-// to the assigned codes lower the error (most for 4-bit codes).
-void fit_group(const float* x, int64_t n, float levels, int refits, float* scale, float* bias) {
+// Least-squares (scale, bias) for fixed codes; false when degenerate.
+bool refit(const float* x, int64_t n, float levels, float s, float b, float* ns, float* nb) {
+  const float inv = 1.0f / s;
+  double sq = 0, sx = 0, sqq = 0, sqx = 0;
+  for (int64_t c = 0; c < n; ++c) {
+    const double q = code_of(x[c], b, inv, levels);
+    sq += q;
+    sx += x[c];
+    sqq += q * q;
+    sqx += q * x[c];
+  }
+  const double den = static_cast<double>(n) * sqq - sq * sq;
+  if (den <= 0) return false;
+  *ns = static_cast<float>((static_cast<double>(n) * sqx - sq * sx) / den);
+  *nb = static_cast<float>((sx - *ns * sq) / static_cast<double>(n));
+  return *ns > 0;
+}
+
+// Min/max gives the first fit. With `search`, candidate scales that spread
+// the range over fewer levels (so interior values can land on codes), each
+// anchored at the minimum, the maximum or the centre, are refitted by least
+// squares to their codes; the lowest squared error wins. On
+// Gaussian groups of 4 this cuts the 4-bit RMS error from 2.5 % to 1.5 % of
+// the values' RMS (docs/kv-cache.md).
+void fit_group(const float* x, int64_t n, float levels, bool search, float* scale, float* bias) {
   float lo = x[0], hi = x[0];
   for (int64_t c = 1; c < n; ++c) {
     lo = std::min(lo, x[c]);
     hi = std::max(hi, x[c]);
   }
-  float s = (hi - lo) / levels, b = lo;
-  float best = refits ? group_error(x, n, s, b, levels) : 0.0f;
-  *scale = s;
-  *bias = b;
-  for (int it = 0; it < refits && s > 0; ++it) {
-    const float inv = 1.0f / s;
-    double sq = 0, sx = 0, sqq = 0, sqx = 0;
-    for (int64_t c = 0; c < n; ++c) {
-      const double q = code_of(x[c], b, inv, levels);
-      sq += q;
-      sx += x[c];
-      sqq += q * q;
-      sqx += q * x[c];
+  *scale = (hi - lo) / levels;
+  *bias = lo;
+  if (!search || !(*scale > 0)) return;
+  float best = group_error(x, n, *scale, *bias, levels);
+  constexpr int kSteps = 6;  // more steps or refits measured no better
+  constexpr float kSpan = 0.3f;  // down to 70 % of the levels
+  for (int j = 0; j <= kSteps; ++j) {
+    const float s0 = (hi - lo) / (levels * (1.0f - kSpan * static_cast<float>(j) / kSteps));
+    for (const float b0 : {lo, hi - levels * s0, 0.5f * (lo + hi - levels * s0)}) {
+      float ns = 0, nb = 0;
+      if (!refit(x, n, levels, s0, b0, &ns, &nb)) continue;
+      const float e = group_error(x, n, ns, nb, levels);
+      if (e < best) {
+        best = e;
+        *scale = ns;
+        *bias = nb;
+      }
     }
-    const double den = static_cast<double>(n) * sqq - sq * sq;
-    if (den <= 0) break;
-    const auto ns = static_cast<float>((static_cast<double>(n) * sqx - sq * sx) / den);
-    const auto nb = static_cast<float>((sx - ns * sq) / static_cast<double>(n));
-    if (!(ns > 0)) break;
-    const float e = group_error(x, n, ns, nb, levels);
-    if (e >= best) break;
-    best = e;
-    s = *scale = ns;
-    b = *bias = nb;
   }
 }
 
@@ -61,10 +77,10 @@ void fit_group(const float* x, int64_t n, float levels, int refits, float* scale
 
 void quantize_row(KvQuant q, const float* x, int64_t dim, int64_t group, uint8_t* codes, float* params) {
   const float levels = static_cast<float>(quant_levels(q));
-  const int refits = q == KvQuant::Q4 ? 4 : 0;
+  const bool search = q == KvQuant::Q4;
   for (int64_t g0 = 0, gi = 0; g0 < dim; g0 += group, ++gi) {
     float scale = 0, bias = 0;
-    fit_group(x + g0, group, levels, refits, &scale, &bias);
+    fit_group(x + g0, group, levels, search, &scale, &bias);
     const float inv = scale > 0 ? 1.0f / scale : 0.0f;
     params[2 * gi] = scale;
     params[2 * gi + 1] = bias;

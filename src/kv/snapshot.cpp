@@ -16,6 +16,7 @@
 
 #include <xxhash.h>
 
+#include "kv/linear_state.h"
 #include "kv/paged.h"
 #include "kv/rotating.h"
 #include "util/error.h"
@@ -38,10 +39,12 @@ struct Fd {
   }
 };
 
-// Each layer of a snapshotted sequence: paged (blocks) or rotating (its live rows).
+// Each layer of a snapshotted sequence: paged (blocks), rotating (its live
+// rows) or linear state (its conv window and recurrent state).
 struct LayerView {
   const PagedLayerCache* paged = nullptr;
   const RotatingLayerCache* rot = nullptr;
+  LinearStateCache* lin = nullptr;
 };
 
 std::vector<LayerView> snapshot_layers(const SequenceCache& seq_in, const Pool** pool) {
@@ -52,7 +55,9 @@ std::vector<LayerView> snapshot_layers(const SequenceCache& seq_in, const Pool**
     LayerView lv;
     lv.paged = dynamic_cast<const PagedLayerCache*>(&seq.layer(i));
     lv.rot = dynamic_cast<const RotatingLayerCache*>(&seq.layer(i));
-    if (!lv.paged && !lv.rot) fail(ErrorKind::Unsupported, "snapshots need paged or rotating layers (layer ", i, ")");
+    lv.lin = dynamic_cast<LinearStateCache*>(&seq.layer(i));
+    if (!lv.paged && !lv.rot && !lv.lin)
+      fail(ErrorKind::Unsupported, "snapshots need paged, rotating or linear-state layers (layer ", i, ")");
     if (lv.paged && !*pool) *pool = lv.paged->pool().get();
     if (lv.paged && lv.paged->pool().get() != *pool) fail(ErrorKind::InvalidArgument, "snapshot layers come from different pools");
     v.push_back(lv);
@@ -66,10 +71,21 @@ size_t rotating_bytes(const LayerSpec& s, DType dt, int64_t kept, bool v) {
   return static_cast<size_t>(kept * s.kv_heads * (v ? s.v_head_dim : s.head_dim)) * dtype_size(dt);
 }
 
+// Bytes of a linear-state layer's conv window and recurrent state (float32).
+size_t conv_bytes(const LayerSpec& s) { return static_cast<size_t>((s.conv_kernel - 1) * s.conv_channels) * 4; }
+size_t ssm_bytes(const LayerSpec& s) {
+  return static_cast<size_t>(s.state_heads * s.state_k_dim * s.state_v_dim) * 4;
+}
+
 nlohmann::json geometry(const Pool& pool) {
   nlohmann::json layers = nlohmann::json::array();
-  for (const auto& s : pool.layout())
-    layers.push_back({s.kv_heads, s.head_dim, s.v_head_dim, s.window});
+  for (const auto& s : pool.layout()) {
+    if (s.kind == LayerKind::LinearState) {
+      layers.push_back({"linear", s.conv_channels, s.conv_kernel, s.state_heads, s.state_k_dim, s.state_v_dim});
+    } else {
+      layers.push_back({s.kv_heads, s.head_dim, s.v_head_dim, s.window});
+    }
+  }
   return {{"dtype", dtype_name(pool.dtype())},
           {"block_size", pool.options().block_size},
           {"quant", kv_quant_name(pool.options().quant)},
@@ -186,6 +202,9 @@ uint64_t write_snapshot(const std::string& path, const SequenceCache& seq, const
     if (l.rot && l.rot->length() != n_tokens)
       fail(ErrorKind::InvalidArgument, "a sliding-window layer can only be snapshotted at its full length (",
            l.rot->length(), " tokens, not ", n_tokens, ")");
+    if (l.lin && l.lin->tokens() != n_tokens)
+      fail(ErrorKind::InvalidArgument, "a recurrent (linear-attention) layer can only be snapshotted at its full "
+           "length (", l.lin->tokens(), " tokens, not ", n_tokens, ")");
   }
 
   // Payload iovecs straight over the block memory, with the checksum on the way.
@@ -203,6 +222,19 @@ uint64_t write_snapshot(const std::string& path, const SequenceCache& seq, const
   auto pad_page = [&] { add(zeros.data(), page_up(payload) - payload); };
   std::vector<int64_t> kept;
   for (const auto& l : layers) {
+    if (l.lin) {  // the state tensors' own memory: contiguous float32 on the CPU
+      const Tensor& conv = l.lin->conv_state();
+      const Tensor& ssm = l.lin->ssm_state();
+      INGOT_CHECK(conv.device() == Device::CPU && conv.dtype() == DType::F32 && conv.is_contiguous() &&
+                      ssm.device() == Device::CPU && ssm.dtype() == DType::F32 && ssm.is_contiguous(),
+                  "linear state to snapshot must be contiguous float32 host tensors");
+      kept.push_back(n_tokens);
+      add(conv.raw(), conv.nbytes());
+      pad_page();
+      add(ssm.raw(), ssm.nbytes());
+      pad_page();
+      continue;
+    }
     if (l.rot) {
       int64_t first = 0;
       auto [k, v] = l.rot->fetch(&first);
@@ -309,8 +341,19 @@ std::unique_ptr<SequenceCache> restore_snapshot(const std::string& path, Pool& p
   for (int i = 0; i < pool.num_layers(); ++i) {
     const LayerPool* lp = pool.layer(i);
     std::array<size_t, 4> off{};
+    const LayerSpec& spec = pool.layout()[static_cast<size_t>(i)];
+    if (spec.kind == LayerKind::LinearState) {  // conv window, recurrent state
+      if (kept[static_cast<size_t>(i)] != static_cast<int64_t>(tokens.size()))
+        fail(ErrorKind::BadFormat, "snapshot ", path, " has an inconsistent linear-state layer");
+      off[0] = at;
+      at = page_up(at + conv_bytes(spec));
+      off[1] = at;
+      at = page_up(at + ssm_bytes(spec));
+      offsets.push_back(off);
+      continue;
+    }
     if (!lp) {  // rotating: K rows, V rows
-      const LayerSpec& s = pool.layout()[static_cast<size_t>(i)];
+      const LayerSpec& s = spec;
       const int64_t n = kept[static_cast<size_t>(i)];
       if (n < 0 || n > static_cast<int64_t>(tokens.size()))
         fail(ErrorKind::BadFormat, "snapshot ", path, " has an inconsistent window layer");
@@ -356,6 +399,16 @@ std::unique_ptr<SequenceCache> restore_snapshot(const std::string& path, Pool& p
   for (int i = 0; i < pool.num_layers(); ++i) {
     LayerPool* lp = pool.layer(i);
     const auto& off = offsets[static_cast<size_t>(i)];
+    const LayerSpec& spec = pool.layout()[static_cast<size_t>(i)];
+    if (spec.kind == LayerKind::LinearState) {
+      Tensor conv = Tensor::from_storage(storage, off[0], {spec.conv_kernel - 1, spec.conv_channels}, DType::F32);
+      Tensor ssm = Tensor::from_storage(storage, off[1], {spec.state_heads, spec.state_k_dim, spec.state_v_dim},
+                                        DType::F32);
+      LinearState* st = seq->layer(i).linear_state();
+      INGOT_CHECK(st, "pool layer ", i, " should hold a linear state");
+      st->restore(conv, ssm, static_cast<int64_t>(tokens.size()));
+      continue;
+    }
     if (!lp) {
       const LayerSpec& s = pool.layout()[static_cast<size_t>(i)];
       const int64_t n = kept[static_cast<size_t>(i)];
@@ -375,7 +428,11 @@ std::unique_ptr<SequenceCache> restore_snapshot(const std::string& path, Pool& p
 
 std::string layout_fingerprint(const std::vector<LayerSpec>& layers, DType dtype, const std::string& identity) {
   std::string s = identity + "|" + dtype_name(dtype);
-  for (const auto& l : layers) s += str_cat("|", l.kv_heads, "x", l.head_dim, "x", l.v_head_dim, "w", l.window);
+  for (const auto& l : layers) {
+    s += str_cat("|", l.kv_heads, "x", l.head_dim, "x", l.v_head_dim, "w", l.window);
+    if (l.kind == LayerKind::LinearState)
+      s += str_cat("L", l.conv_channels, "x", l.conv_kernel, "x", l.state_heads, "x", l.state_k_dim, "x", l.state_v_dim);
+  }
   return str_cat(std::hex, XXH3_64bits(s.data(), s.size()), "-", std::dec, layers.size(), "L");
 }
 

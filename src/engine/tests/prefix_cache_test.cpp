@@ -205,3 +205,26 @@ TEST(PrefixCache, ForkedPrefixGivesBitIdenticalLogitRows) {
   ASSERT_EQ(warm.size(), cold_all.size());
   EXPECT_EQ(warm, cold_all);
 }
+
+// Exact mode (models with recurrent layers): an entry is found only by its
+// whole length, so a fork never has to trim; the default mode also finds
+// every shorter block prefix of it.
+TEST(PrefixCacheExact, EntriesAreFoundOnlyWhole) {
+  auto model = prefix_model();
+  const auto ids = random_ids(40, 9, 64);
+  auto cache = new_cache(*model);
+  BatchInput in;
+  in.tokens.assign(ids.begin(), ids.begin() + 32);
+  in.seqs.push_back({cache.get(), 32, false});
+  model->forward(in);
+  auto other = ids;  // shares only the first block
+  for (size_t i = 20; i < other.size(); ++i) other[i] = (other[i] + 1) % 64;
+  for (bool exact : {false, true}) {
+    PrefixCache pc(1, 16, exact);
+    pc.publish(ids, 32, *cache, 1);
+    auto hit = pc.lookup(ids, 39);
+    EXPECT_EQ(hit.tokens, 32) << exact;
+    EXPECT_EQ(pc.fork(hit)->offset(), 32);
+    EXPECT_EQ(pc.lookup(other, 39).tokens, exact ? 0 : 16) << exact;
+  }
+}

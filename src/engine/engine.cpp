@@ -182,6 +182,12 @@ std::shared_ptr<RequestHandle> EngineImpl::submit(Request req) {
     s->tokens = req.prompt;
     s->sampler.emplace(req.sampling, seed, req.prompt);
     s->stop.emplace(req.stop, req.stop.ignore_eos ? std::vector<int32_t>{} : eos_, decoder_.get());
+    if (req.grammar) {
+      s->constraint = req.grammar->start();
+      std::vector<int32_t> ends = req.stop.ignore_eos ? std::vector<int32_t>{} : eos_;
+      ends.insert(ends.end(), req.stop.stop_token_ids.begin(), req.stop.stop_token_ids.end());
+      s->sampler->constrain(s->constraint.get(), std::move(ends));
+    }
     s->req = std::move(req);
     ++stats_.waiting;
     ++stats_.requests_total;

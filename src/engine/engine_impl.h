@@ -45,6 +45,7 @@ struct Sequence {
   int64_t cached_prefix = 0;     // reused from the prefix cache
   int64_t generated = 0;
   int64_t reserved_bytes = 0;    // KV bytes set aside at admission
+  std::unique_ptr<TokenConstraint> constraint;  // structured output, when asked
   std::optional<sampling::SequenceSampler> sampler;
   std::optional<sampling::StopChecker> stop;
   std::vector<TokenLogprob> prompt_logprobs;

@@ -192,7 +192,17 @@ void EngineImpl::run_batch() {
         continue;
       }
     }
-    emit_token(s, s.sampler->sample(last, V));
+    sampling::Sampled t = s.sampler->sample(last, V, s.req.stop.max_tokens - s.generated);
+    if (t.blocked) {
+      // The structured text is complete and nothing may follow (no end token to
+      // choose), or the constraint found no way on.
+      if (s.constraint && s.constraint->complete())
+        finish(s, FinishReason::Stop);
+      else
+        finish(s, FinishReason::Error, "structured output: no token can continue the text");
+      continue;
+    }
+    emit_token(s, t);
   }
 }
 

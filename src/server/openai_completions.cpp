@@ -1,5 +1,6 @@
 // POST /v1/completions, GET /v1/models, POST /v1/embeddings, and the
 // tokenizer, health and metrics routes.
+#include "server/structured.h"
 #include "server/api_error.h"
 #include "server/generation.h"
 #include "server/json_fields.h"
@@ -85,12 +86,14 @@ HttpResponse completions(Service& svc, const HttpRequest& req) {
   if (const json* so = opt_object(body, "stream_options")) include_usage = opt_bool(*so, "include_usage").value_or(false);
   if (opt_int(body, "best_of", 1, 16).value_or(n) != n) bad_request("'best_of' other than n is not supported", "best_of");
   opt_string(body, "suffix");
+  auto grammar = response_format_grammar(svc, body);
   std::vector<engine::Request> reqs;
   std::vector<std::string> echoes;
   for (const auto& ids : prompts) {
     engine::Request base = svc.base_request(body, ids, "max_tokens");
     base.sampling.logprobs = top >= 0;
     base.sampling.top_logprobs = std::max(top, 0);
+    base.grammar = grammar;
     for (int64_t i = 0; i < n; ++i) {
       engine::Request r = base;
       if (r.sampling.seed) r.sampling.seed = *r.sampling.seed + static_cast<uint64_t>(i);

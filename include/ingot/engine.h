@@ -65,6 +65,10 @@ struct Request {
   StopParams stop;
   bool prompt_logprobs = false;  // /v1/completions echo + logprobs
   bool truncate_prompt = false;  // keep the tail instead of rejecting an over-long prompt
+  // Embedding instead of generation: the prompt's final hidden states pooled
+  // (not normalised) arrive in the final Chunk::embedding.
+  enum class Pooling { None, Last, Mean };
+  Pooling pooling = Pooling::None;
 };
 
 enum class FinishReason { None, Stop, Length, Cancelled, Error };
@@ -98,6 +102,7 @@ struct Chunk {
   std::string stop_matched;  // the stop string or "" / the stop token's text
   Usage usage;               // filled on the final chunk
   std::vector<TokenLogprob> prompt_logprobs;  // first chunk, when asked
+  std::vector<float> embedding;               // final chunk of an embedding request
 };
 
 class RequestHandle {

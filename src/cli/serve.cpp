@@ -13,6 +13,7 @@
 #include "io/gguf.h"
 #include "io/gguf_tokenizer.h"
 #include "models/gguf_source.h"
+#include "server/embeddings.h"
 #include "server/http_app.h"
 #include "server/service.h"
 #include "template/chat_template.h"
@@ -151,6 +152,7 @@ int run_serve(const ServeFlags& f) {
   so.max_tokens = f.max_tokens;
   so.chat_template_args = template_args;
   so.tool_format = parse_tool_parser(f.tool_parser, tmpl_src);
+  so.embedding_pooling = server::detect_pooling(f.model.model);
   so.template_thinks = tmpl_src.find("<think>") != std::string::npos;
 
   server::Service svc(*eng, *tok, tmpl, so);

@@ -50,6 +50,7 @@ struct Sequence {
   std::optional<sampling::StopChecker> stop;
   std::vector<TokenLogprob> prompt_logprobs;
   bool first_chunk_sent = false;
+  std::vector<float> pooled;  // embedding requests: running sum (mean) or last row
 };
 
 class EngineImpl final : public Engine {
@@ -74,6 +75,7 @@ class EngineImpl final : public Engine {
   void admit();
   bool try_admit(Sequence& s);
   void run_batch();
+  void run_embeddings();
   void finish(Sequence& s, FinishReason reason, const std::string& error = {}, Chunk c = {},
               std::string matched = {});
   void publish_prefix(Sequence& s);

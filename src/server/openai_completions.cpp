@@ -1,4 +1,4 @@
-// POST /v1/completions, GET /v1/models, POST /v1/embeddings, and the
+// POST /v1/completions, GET /v1/models, and the
 // tokenizer, health and metrics routes.
 #include "server/structured.h"
 #include "server/api_error.h"
@@ -172,17 +172,6 @@ HttpResponse list_models(Service& svc, const HttpRequest& req) {
     return json_response(model);
   }
   return json_response({{"object", "list"}, {"data", json::array({model})}});
-}
-
-HttpResponse embeddings(Service& svc, const HttpRequest& req) {
-  json body = parse_json_body(req.body);
-  svc.check_model(body);
-  if (!body.contains("input")) bad_request("'input' is required", "input");
-  std::string fmt = opt_string(body, "encoding_format").value_or("float");
-  if (fmt != "float" && fmt != "base64") bad_request("'encoding_format' must be float or base64", "encoding_format");
-  // The engine API generates tokens; it exposes no pooled hidden states yet.
-  throw ApiError(400, "model '" + svc.options().model_id + "' does not support embeddings", "model",
-                 "model_not_supported");
 }
 
 HttpResponse tokenize(Service& svc, const HttpRequest& req) {

@@ -38,6 +38,7 @@ struct ServeOptions {
   bool template_thinks = false;  // the template knows <think>
   size_t response_store_size = 256;
   bool embeddings = false;  // the model is an embedding model
+  std::string embedding_pooling = "last";  // /v1/embeddings: last | mean (anything else is refused)
 };
 
 // A bounded in-memory store of Responses-API conversations (oldest evicted).

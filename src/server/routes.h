@@ -23,12 +23,12 @@ HttpResponse health(Service& svc, const HttpRequest& req);
 HttpResponse metrics(Service& svc, const HttpRequest& req);
 
 // Helpers shared by the route files.
-HttpResponse json_response(const nlohmann::json& body, int status = 200);
+HttpResponse json_response(const nlohmann::ordered_json& body, int status = 200);
 HttpResponse sse_response(std::function<void(StreamSink&)> body);
 // Validates OpenAI chat `tools` (type function with a named function).
-void validate_chat_tools(const nlohmann::json& tools);
+void validate_chat_tools(const nlohmann::ordered_json& tools);
 // Logprob entries in the chat format for `tokens`.
-nlohmann::json chat_logprobs(const Service& svc, const std::vector<engine::TokenEvent>& tokens, size_t from,
+nlohmann::ordered_json chat_logprobs(const Service& svc, const std::vector<engine::TokenEvent>& tokens, size_t from,
                              size_t to, bool with_top);
 
 }  // namespace ingot::server

@@ -17,7 +17,8 @@
 
 namespace ingot::server {
 
-using json = nlohmann::json;
+// Insertion-ordered, like Python dicts: templates and responses keep the client's key order.
+using json = nlohmann::ordered_json;
 
 struct ServeOptions {
   std::string model_id = "default";

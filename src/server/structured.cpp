@@ -29,7 +29,7 @@ std::shared_ptr<const grammar::Vocabulary> vocabulary(const Tokenizer& tok) {
 std::shared_ptr<const engine::Grammar> make(const Service& svc, const json* schema, const std::string& param) {
   grammar::Schema s;
   try {
-    s = schema ? grammar::compile_schema(*schema) : grammar::any_object_schema();
+    s = schema ? grammar::compile_schema(nlohmann::json(*schema)) : grammar::any_object_schema();
   } catch (const Error& e) {
     bad_request(std::string("unsupported response schema: ") + e.what(), param);
   }

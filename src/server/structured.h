@@ -12,8 +12,8 @@ namespace ingot::server {
 class Service;
 
 // body["response_format"]: null for absent / {"type": "text"}.
-std::shared_ptr<const engine::Grammar> response_format_grammar(const Service& svc, const nlohmann::json& body);
+std::shared_ptr<const engine::Grammar> response_format_grammar(const Service& svc, const nlohmann::ordered_json& body);
 // body["text"]["format"] of the Responses API.
-std::shared_ptr<const engine::Grammar> text_format_grammar(const Service& svc, const nlohmann::json& body);
+std::shared_ptr<const engine::Grammar> text_format_grammar(const Service& svc, const nlohmann::ordered_json& body);
 
 }  // namespace ingot::server

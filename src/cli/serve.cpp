@@ -3,6 +3,7 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -99,21 +100,39 @@ int run_serve(const ServeFlags& f) {
     template_args = nlohmann::json::parse(f.chat_template_args, nullptr, false);
     if (!template_args.is_object()) fail(ErrorKind::InvalidArgument, "--chat-template-args must be a JSON object");
   }
-  // A GGUF file carries its tokenizer and chat template in its metadata.
-  std::unique_ptr<Tokenizer> tok;
-  if (is_gguf_path(f.model.model)) {
-    GgufTokenizerFiles files = gguf_tokenizer_files(*GgufFile::open(f.model.model));
-    tok = Tokenizer::from_json(files.tokenizer_json, files.tokenizer_config_json);
-  } else {
-    tok = Tokenizer::from_dir(f.model.model);
+  // The tokenizer and chat template load on another thread while the weights
+  // are mapped: for a small model they are most of the start-up time.
+  struct TextSide {
+    std::unique_ptr<Tokenizer> tok;
+    std::string tmpl_src;
+    std::shared_ptr<const ChatTemplate> tmpl;
+  };
+  auto text_side = std::async(std::launch::async, [&f] {
+    TextSide t;
+    // A GGUF file carries its tokenizer and chat template in its metadata.
+    if (is_gguf_path(f.model.model)) {
+      GgufTokenizerFiles files = gguf_tokenizer_files(*GgufFile::open(f.model.model));
+      t.tok = Tokenizer::from_json(files.tokenizer_json, files.tokenizer_config_json);
+    } else {
+      t.tok = Tokenizer::from_dir(f.model.model);
+    }
+    t.tmpl_src = t.tok->config().chat_template;
+    if (!f.chat_template.empty())
+      t.tmpl_src = file_exists(f.chat_template) ? read_text_file(f.chat_template) : f.chat_template;
+    if (!t.tmpl_src.empty()) t.tmpl = ChatTemplate::compile(t.tmpl_src);
+    return t;
+  });
+  std::unique_ptr<Model> model;
+  try {
+    model = load_model_from_flags(f.model);
+  } catch (...) {
+    text_side.wait();
+    throw;
   }
-  std::string tmpl_src = tok->config().chat_template;
-  if (!f.chat_template.empty())
-    tmpl_src = file_exists(f.chat_template) ? read_text_file(f.chat_template) : f.chat_template;
-  std::shared_ptr<const ChatTemplate> tmpl;
-  if (!tmpl_src.empty()) tmpl = ChatTemplate::compile(tmpl_src);
-
-  auto model = load_model_from_flags(f.model);
+  TextSide text = text_side.get();
+  std::unique_ptr<Tokenizer> tok = std::move(text.tok);
+  const std::string& tmpl_src = text.tmpl_src;
+  std::shared_ptr<const ChatTemplate> tmpl = text.tmpl;
   const ModelConfig& cfg = model->config();
   GenerationConfig gen_cfg = load_generation_config(f.model.model, cfg);
   std::vector<int32_t> eos = gen_cfg.eos_token_ids;

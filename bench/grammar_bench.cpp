@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
   auto t0 = Clock::now();
   auto vocab = std::make_shared<const Vocabulary>(token_bytes(*tok));
   std::printf("vocabulary: %lld tokens, %zu trie nodes, built in %.1f ms\n", static_cast<long long>(vocab->size()),
-              vocab->byte_.size(), ms_since(t0));
+              vocab->all.byte_.size(), ms_since(t0));
   nlohmann::json person = {{"type", "object"},
                            {"properties",
                             {{"name", {{"type", "string"}}},

@@ -13,39 +13,85 @@ namespace ingot::grammar {
 // no single token can use the slack up.
 constexpr int64_t kBudgetSlackBytes = 512;
 
-Vocabulary::Vocabulary(std::vector<std::string> bytes) : bytes_(std::move(bytes)) {
-  std::vector<int32_t> order;
-  for (size_t i = 0; i < bytes_.size(); ++i)
-    if (!bytes_[i].empty()) order.push_back(static_cast<int32_t>(i));
+namespace {
+
+TokenTrie build_trie(const std::vector<std::string>& bytes, const std::vector<int32_t>& ids) {
+  TokenTrie t;
+  std::vector<int32_t> order = ids;
   std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-    return bytes_[static_cast<size_t>(a)] != bytes_[static_cast<size_t>(b)] ? bytes_[static_cast<size_t>(a)] < bytes_[static_cast<size_t>(b)]
-                                                                             : a < b;
+    const std::string& x = bytes[static_cast<size_t>(a)];
+    const std::string& y = bytes[static_cast<size_t>(b)];
+    return x != y ? x < y : a < b;
   });
   std::vector<uint32_t> path;  // node index per depth
   const std::string* prev = nullptr;
   for (int32_t id : order) {
-    const std::string& b = bytes_[static_cast<size_t>(id)];
+    const std::string& b = bytes[static_cast<size_t>(id)];
     size_t lcp = 0;
     if (prev)
       while (lcp < b.size() && lcp < prev->size() && b[lcp] == (*prev)[lcp]) ++lcp;
     lcp = std::min(lcp, path.size());
     while (path.size() > lcp) {
-      skip_[path.back()] = static_cast<uint32_t>(byte_.size());
+      t.skip_[path.back()] = static_cast<uint32_t>(t.byte_.size());
       path.pop_back();
     }
     for (size_t d = lcp; d < b.size(); ++d) {
-      path.push_back(static_cast<uint32_t>(byte_.size()));
-      byte_.push_back(static_cast<uint8_t>(b[d]));
-      depth_.push_back(static_cast<uint16_t>(d + 1));
-      skip_.push_back(0);
-      tok_.push_back(static_cast<uint32_t>(ids_.size()));
+      path.push_back(static_cast<uint32_t>(t.byte_.size()));
+      t.byte_.push_back(static_cast<uint8_t>(b[d]));
+      t.depth_.push_back(static_cast<uint16_t>(d + 1));
+      t.skip_.push_back(0);
+      t.tok_.push_back(static_cast<uint32_t>(t.ids_.size()));
     }
-    ids_.push_back(id);
-    max_depth = std::max(max_depth, b.size());
+    t.ids_.push_back(id);
+    t.max_depth = std::max(t.max_depth, b.size());
     prev = &b;
   }
-  for (uint32_t n : path) skip_[n] = static_cast<uint32_t>(byte_.size());
-  tok_.push_back(static_cast<uint32_t>(ids_.size()));
+  for (uint32_t n : path) t.skip_[n] = static_cast<uint32_t>(t.byte_.size());
+  t.tok_.push_back(static_cast<uint32_t>(t.ids_.size()));
+  return t;
+}
+
+// Complete, valid UTF-8 (no overlongs, surrogates or code points past
+// U+10FFFF) with no byte a JSON string must escape.
+bool plain_string_text(const std::string& s) {
+  for (size_t i = 0; i < s.size();) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      if (c < 0x20 || c == '"' || c == '\\') return false;
+      ++i;
+      continue;
+    }
+    size_t n = 0;
+    unsigned char lo = 0x80, hi = 0xBF;  // range of the second byte
+    if (c >= 0xC2 && c <= 0xDF) n = 2;
+    else if (c >= 0xE0 && c <= 0xEF) n = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+    else if (c >= 0xF0 && c <= 0xF4) n = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+    else return false;
+    if (i + n > s.size()) return false;
+    for (size_t k = 1; k < n; ++k) {
+      const auto x = static_cast<unsigned char>(s[i + k]);
+      if (k == 1 ? (x < lo || x > hi) : (x < 0x80 || x > 0xBF)) return false;
+    }
+    i += n;
+  }
+  return true;
+}
+
+}  // namespace
+
+Vocabulary::Vocabulary(std::vector<std::string> bytes) : bytes_(std::move(bytes)) {
+  std::vector<int32_t> with_bytes, other;
+  plain_in_string.assign(bytes_.size(), 0);
+  for (size_t i = 0; i < bytes_.size(); ++i) {
+    if (bytes_[i].empty()) continue;
+    with_bytes.push_back(static_cast<int32_t>(i));
+    if (plain_string_text(bytes_[i]))
+      plain_in_string[i] = 1;
+    else
+      other.push_back(static_cast<int32_t>(i));
+  }
+  all = build_trie(bytes_, with_bytes);
+  not_plain = build_trie(bytes_, other);
 }
 
 namespace {
@@ -123,7 +169,7 @@ std::vector<std::string> token_bytes(const Tokenizer& tok) {
 JsonConstraint::JsonConstraint(std::shared_ptr<const JsonAutomaton> automaton, std::shared_ptr<const Vocabulary> vocab)
     : automaton_(std::move(automaton)), vocab_(std::move(vocab)) {
   keep(automaton_->start(scratch_));
-  states_.resize(vocab_->max_depth + 1);
+  states_.resize(vocab_->all.max_depth + 1);
 }
 
 // Copies the state out of the scratch arena (it is a short parent chain).
@@ -142,33 +188,47 @@ void JsonConstraint::keep(const Frame* top) {
 
 const std::vector<uint8_t>& JsonConstraint::allowed(int64_t tokens_left) {
   const Vocabulary& v = *vocab_;
-  allowed_.assign(static_cast<size_t>(v.size()), 0);
   scratch_.reset();
   const Frame* cur = &stack_.back();
   // Budget: after a token, the bytes still needed to close the text plus the
   // end token must fit in the tokens left (one byte per token at worst).
-  int64_t budget = std::numeric_limits<int64_t>::max();
+  int64_t budget = std::numeric_limits<int64_t>::max(), closing = 0;
   if (tokens_left > 0) {
-    const auto need = static_cast<int64_t>(automaton_->closing(cur).size()) + 1;
-    if (tokens_left <= need + kBudgetSlackBytes) budget = tokens_left - 2;
+    closing = static_cast<int64_t>(automaton_->closing(cur).size());
+    if (tokens_left <= closing + 1 + kBudgetSlackBytes) budget = tokens_left - 2;
   }
-  const size_t N = v.byte_.size();
+  // A plain token never lengthens a string's closing text, so when the
+  // current one fits the budget every plain token does.
+  const bool plain_string = closing <= budget && cur->kind == FrameKind::String &&
+                            cur->sub == 0 &&
+                            automaton_->schema().nodes[static_cast<size_t>(cur->node)].max_length < 0;
+  if (plain_string) {
+    allowed_ = v.plain_in_string;
+    walk(v.not_plain, cur, budget);
+  } else {
+    allowed_.assign(static_cast<size_t>(v.size()), 0);
+    walk(v.all, cur, budget);
+  }
+  return allowed_;
+}
+
+void JsonConstraint::walk(const TokenTrie& t, const Frame* cur, int64_t budget) {
+  const size_t N = t.byte_.size();
   states_[0] = cur;
   for (size_t i = 0; i < N;) {
-    const size_t d = v.depth_[i];
-    const Frame* s = automaton_->step(states_[d - 1], v.byte_[i], scratch_);
+    const size_t d = t.depth_[i];
+    const Frame* s = automaton_->step(states_[d - 1], t.byte_[i], scratch_);
     if (!s) {
-      i = v.skip_[i];
+      i = t.skip_[i];
       continue;
     }
     states_[d] = s;
-    if (v.tok_[i] != v.tok_[i + 1] &&
+    if (t.tok_[i] != t.tok_[i + 1] &&
         (budget == std::numeric_limits<int64_t>::max() ||
          static_cast<int64_t>(automaton_->closing(s).size()) <= budget))
-      for (uint32_t t = v.tok_[i]; t < v.tok_[i + 1]; ++t) allowed_[static_cast<size_t>(v.ids_[t])] = 1;
+      for (uint32_t k = t.tok_[i]; k < t.tok_[i + 1]; ++k) allowed_[static_cast<size_t>(t.ids_[k])] = 1;
     ++i;
   }
-  return allowed_;
 }
 
 void JsonConstraint::apply(float* logits, int64_t vocab, int64_t tokens_left) {

@@ -17,6 +17,17 @@ class Tokenizer;
 
 namespace ingot::grammar {
 
+// Token byte strings in a preorder prefix trie: node i holds byte_[i] at
+// depth_[i] (1-based); its subtree ends before skip_[i]; the tokens ending
+// there are ids_[tok_[i], tok_[i+1]).
+struct TokenTrie {
+  std::vector<uint8_t> byte_;
+  std::vector<uint16_t> depth_;
+  std::vector<uint32_t> skip_, tok_;
+  std::vector<int32_t> ids_;
+  size_t max_depth = 0;
+};
+
 class Vocabulary {
  public:
   // bytes[id] is what token id adds to the text; "" marks a token that
@@ -25,13 +36,12 @@ class Vocabulary {
   int64_t size() const { return static_cast<int64_t>(bytes_.size()); }
   const std::string& bytes(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }
 
-  // Trie in preorder: node i holds byte_[i] at depth_[i] (1-based); its
-  // subtree ends before skip_[i]; tokens ending there are ids_[tok_[i], tok_[i+1]).
-  std::vector<uint8_t> byte_;
-  std::vector<uint16_t> depth_;
-  std::vector<uint32_t> skip_, tok_;
-  std::vector<int32_t> ids_;
-  size_t max_depth = 0;
+  TokenTrie all;  // every token with bytes
+  // Inside a JSON string without a length limit a "plain" token (complete
+  // UTF-8, no quote, backslash or control byte) is always allowed and keeps
+  // the state; only the other tokens need the walk.
+  std::vector<uint8_t> plain_in_string;
+  TokenTrie not_plain;
 
  private:
   std::vector<std::string> bytes_;
@@ -54,6 +64,7 @@ class JsonConstraint final : public engine::TokenConstraint {
 
  private:
   void keep(const Frame* top);
+  void walk(const TokenTrie& trie, const Frame* cur, int64_t budget);
 
   std::shared_ptr<const JsonAutomaton> automaton_;
   std::shared_ptr<const Vocabulary> vocab_;

@@ -98,10 +98,13 @@ int main(int argc, char** argv) {
   runtime::init_backends();
   auto t_start = Clock::now();
   auto tok = Tokenizer::from_dir(dir);
+  auto t_tok = Clock::now();
   auto model = load_model(dir);
+  auto t_model = Clock::now();
   engine::EngineOptions eo;
   eo.kv = kv;
   auto eng = engine::start_engine(*model, eo, std::make_shared<Decoder>(*tok), {});
+  auto t_engine = Clock::now();
   server::ServeOptions so;
   so.port = 0;
   so.context_length = model->config().max_position_embeddings;
@@ -117,7 +120,9 @@ int main(int argc, char** argv) {
     }, stop);
   });
   while (port.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  std::printf("start-to-ready: %.3f s (tokenizer, weights, engine, socket)\n", ready_s);
+  std::printf("start-to-ready: %.3f s (tokenizer %.3f, weights %.3f, engine %.3f, socket %.3f)\n", ready_s,
+              secs(t_tok - t_start), secs(t_model - t_tok), secs(t_engine - t_model),
+              ready_s - secs(t_engine - t_start));
 
   // Warm-up, then in-process vs HTTP, one request at a time.
   http_stream(port, 999, 8);

@@ -37,12 +37,38 @@ struct StopParams {
   bool include_stop_str = false;
 };
 
+// Structured output: the tokens a sequence may produce next. One state per
+// sequence, used on the engine thread only.
+class TokenConstraint {
+ public:
+  virtual ~TokenConstraint() = default;
+  // Sets the logits of tokens that may not come next to -inf. End tokens
+  // (EOS, stop ids) are the engine's: it allows them exactly when complete().
+  // `tokens_left` counts this token too, so the text can be closed in time.
+  virtual void apply(float* logits, int64_t vocab, int64_t tokens_left) = 0;
+  // Advances past a chosen token; false when the token was not allowed.
+  virtual bool accept(int32_t token) = 0;
+  virtual bool complete() const = 0;
+};
+
+// Makes a fresh constraint state for each sequence of a request.
+class Grammar {
+ public:
+  virtual ~Grammar() = default;
+  virtual std::unique_ptr<TokenConstraint> start() const = 0;
+};
+
 struct Request {
   std::vector<int32_t> prompt;
+  std::shared_ptr<const Grammar> grammar;  // null: unconstrained
   SamplingParams sampling;
   StopParams stop;
   bool prompt_logprobs = false;  // /v1/completions echo + logprobs
   bool truncate_prompt = false;  // keep the tail instead of rejecting an over-long prompt
+  // Embedding instead of generation: the prompt's final hidden states pooled
+  // (not normalised) arrive in the final Chunk::embedding.
+  enum class Pooling { None, Last, Mean };
+  Pooling pooling = Pooling::None;
 };
 
 enum class FinishReason { None, Stop, Length, Cancelled, Error };
@@ -76,6 +102,7 @@ struct Chunk {
   std::string stop_matched;  // the stop string or "" / the stop token's text
   Usage usage;               // filled on the final chunk
   std::vector<TokenLogprob> prompt_logprobs;  // first chunk, when asked
+  std::vector<float> embedding;               // final chunk of an embedding request
 };
 
 class RequestHandle {

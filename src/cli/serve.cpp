@@ -3,6 +3,7 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -14,6 +15,7 @@
 #include "io/gguf.h"
 #include "io/gguf_tokenizer.h"
 #include "models/gguf_source.h"
+#include "server/embeddings.h"
 #include "server/http_app.h"
 #include "server/service.h"
 #include "template/chat_template.h"
@@ -106,27 +108,44 @@ int run_serve(const ServeFlags& f) {
   if (speech_only && !f.audio_model.empty())
     fail(ErrorKind::InvalidArgument, "--audio-model: --model is already a Whisper model");
   if (f.audio_queue < 1) fail(ErrorKind::InvalidArgument, "--audio-queue must be >= 1");
-  // A GGUF file carries its tokenizer and chat template in its metadata.
-  std::unique_ptr<Tokenizer> tok;
-  if (speech_only) {
-    tok = tokenizer_for_speech_only(f.model.model);
-  } else if (is_gguf_path(f.model.model)) {
-    GgufTokenizerFiles files = gguf_tokenizer_files(*GgufFile::open(f.model.model));
-    tok = Tokenizer::from_json(files.tokenizer_json, files.tokenizer_config_json);
-  } else {
-    tok = Tokenizer::from_dir(f.model.model);
-  }
-  std::string tmpl_src = speech_only ? std::string() : tok->config().chat_template;
-  if (!f.chat_template.empty())
-    tmpl_src = file_exists(f.chat_template) ? read_text_file(f.chat_template) : f.chat_template;
-  std::shared_ptr<const ChatTemplate> tmpl;
-  if (!tmpl_src.empty()) tmpl = ChatTemplate::compile(tmpl_src);
-
+  // The tokenizer and chat template load on another thread while the weights
+  // are mapped: for a small model they are most of the start-up time.
+  struct TextSide {
+    std::unique_ptr<Tokenizer> tok;
+    std::string tmpl_src;
+    std::shared_ptr<const ChatTemplate> tmpl;
+  };
+  auto text_side = std::async(std::launch::async, [&f, speech_only] {
+    TextSide t;
+    if (speech_only) {
+      t.tok = tokenizer_for_speech_only(f.model.model);
+    } else if (is_gguf_path(f.model.model)) {
+      // A GGUF file carries its tokenizer and chat template in its metadata.
+      GgufTokenizerFiles files = gguf_tokenizer_files(*GgufFile::open(f.model.model));
+      t.tok = Tokenizer::from_json(files.tokenizer_json, files.tokenizer_config_json);
+    } else {
+      t.tok = Tokenizer::from_dir(f.model.model);
+    }
+    if (!speech_only) t.tmpl_src = t.tok->config().chat_template;
+    if (!f.chat_template.empty())
+      t.tmpl_src = file_exists(f.chat_template) ? read_text_file(f.chat_template) : f.chat_template;
+    if (!t.tmpl_src.empty()) t.tmpl = ChatTemplate::compile(t.tmpl_src);
+    return t;
+  });
   std::unique_ptr<Model> model;
+  try {
+    if (!speech_only) model = load_model_from_flags(f.model);
+  } catch (...) {
+    text_side.wait();
+    throw;
+  }
+  TextSide text = text_side.get();
+  std::unique_ptr<Tokenizer> tok = std::move(text.tok);
+  const std::string& tmpl_src = text.tmpl_src;
+  std::shared_ptr<const ChatTemplate> tmpl = text.tmpl;
   int64_t model_ctx = 0;
   std::vector<int32_t> eos;
   if (!speech_only) {
-    model = load_model_from_flags(f.model);
     model_ctx = model->config().max_position_embeddings;
     GenerationConfig gen_cfg = load_generation_config(f.model.model, model->config());
     eos = gen_cfg.eos_token_ids;
@@ -169,6 +188,7 @@ int run_serve(const ServeFlags& f) {
   so.max_tokens = f.max_tokens;
   so.chat_template_args = template_args;
   so.tool_format = parse_tool_parser(f.tool_parser, tmpl_src);
+  so.embedding_pooling = server::detect_pooling(f.model.model);
   so.template_thinks = tmpl_src.find("<think>") != std::string::npos;
 
   so.text_model = !speech_only;

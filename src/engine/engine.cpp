@@ -56,6 +56,7 @@ bool Channel::pop(Chunk* out, std::chrono::milliseconds timeout) {
     out->error = std::move(n.error);
     out->stop_matched = std::move(n.stop_matched);
     out->usage = n.usage;
+    if (!n.embedding.empty()) out->embedding = std::move(n.embedding);
     q_.pop_front();
   }
   return true;
@@ -135,6 +136,12 @@ void EngineImpl::validate(Request& r) const {
   for (int32_t t : r.prompt)
     if (t < 0 || t >= V) fail(ErrorKind::InvalidArgument, "prompt token id ", t, " is out of range (vocabulary size ", V, ")");
   sampling::validate(r.sampling, V);
+  if (r.pooling != Request::Pooling::None) {
+    if (!model_.supports_hidden_states())
+      fail(ErrorKind::InvalidArgument, "model type '", model_.config().model_type, "' does not produce embeddings");
+    if (r.grammar || r.prompt_logprobs) fail(ErrorKind::InvalidArgument, "an embedding request generates nothing");
+    r.stop.max_tokens = 0;
+  }
   if (r.stop.max_tokens < 0) fail(ErrorKind::InvalidArgument, "max_tokens must be >= 0, got ", r.stop.max_tokens);
   if (r.stop.max_tokens >= context_)
     fail(ErrorKind::InvalidArgument, "max_tokens (", r.stop.max_tokens, ") leaves no room for a prompt in the context (",
@@ -183,6 +190,12 @@ std::shared_ptr<RequestHandle> EngineImpl::submit(Request req) {
     s->tokens = req.prompt;
     s->sampler.emplace(req.sampling, seed, req.prompt);
     s->stop.emplace(req.stop, req.stop.ignore_eos ? std::vector<int32_t>{} : eos_, decoder_.get());
+    if (req.grammar) {
+      s->constraint = req.grammar->start();
+      std::vector<int32_t> ends = req.stop.ignore_eos ? std::vector<int32_t>{} : eos_;
+      ends.insert(ends.end(), req.stop.stop_token_ids.begin(), req.stop.stop_token_ids.end());
+      s->sampler->constrain(s->constraint.get(), std::move(ends));
+    }
     s->req = std::move(req);
     ++stats_.waiting;
     ++stats_.requests_total;

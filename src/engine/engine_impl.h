@@ -45,10 +45,12 @@ struct Sequence {
   int64_t cached_prefix = 0;     // reused from the prefix cache
   int64_t generated = 0;
   int64_t reserved_bytes = 0;    // KV bytes set aside at admission
+  std::unique_ptr<TokenConstraint> constraint;  // structured output, when asked
   std::optional<sampling::SequenceSampler> sampler;
   std::optional<sampling::StopChecker> stop;
   std::vector<TokenLogprob> prompt_logprobs;
   bool first_chunk_sent = false;
+  std::vector<float> pooled;  // embedding requests: running sum (mean) or last row
 };
 
 class EngineImpl final : public Engine {
@@ -73,6 +75,7 @@ class EngineImpl final : public Engine {
   void admit();
   bool try_admit(Sequence& s);
   void run_batch();
+  void run_embeddings();
   void finish(Sequence& s, FinishReason reason, const std::string& error = {}, Chunk c = {},
               std::string matched = {});
   void publish_prefix(Sequence& s);

@@ -60,7 +60,7 @@ bool EngineImpl::try_admit(Sequence& s) {
   // Prefix lookup: never the whole prompt (its last position must be computed
   // for logits), and not when every prompt position's logits are wanted.
   PrefixCache::Hit hit;
-  const bool use_prefix = prefix_ && !s.req.prompt_logprobs;
+  const bool use_prefix = prefix_ && !s.req.prompt_logprobs && s.req.pooling != Request::Pooling::Mean;
   if (use_prefix) hit = prefix_->lookup(s.tokens, s.prompt_len - 1);
   // Make room by evicting cached prefixes, the one we are about to use last.
   while (prefix_ && prefix_->entries() > 0 && reserved_ + need + prefix_->bytes() > kv_budget_) {
@@ -146,14 +146,14 @@ void EngineImpl::run_batch() {
   std::vector<Sequence*> rows;  // one per SeqInput
   int64_t budget = opt_.token_budget;
   for (auto& s : running_) {
-    if (s->state != SeqState::Decoding || budget == 0) continue;
+    if (s->state != SeqState::Decoding || budget == 0 || s->req.pooling != Request::Pooling::None) continue;
     in.tokens.push_back(s->tokens[static_cast<size_t>(s->computed)]);
     in.seqs.push_back({s->cache.get(), 1, false});
     rows.push_back(s.get());
     --budget;
   }
   for (auto& s : running_) {
-    if (s->state != SeqState::Prefilling || budget == 0) continue;
+    if (s->state != SeqState::Prefilling || budget == 0 || s->req.pooling != Request::Pooling::None) continue;
     int64_t n = std::min({s->prompt_len - s->computed, opt_.prefill_chunk, budget});
     // Recurrent layers: stop the chunk at the publish point, so the prefix is
     // published (cloned) holding exactly its tokens.
@@ -205,7 +205,65 @@ void EngineImpl::run_batch() {
         continue;
       }
     }
-    emit_token(s, s.sampler->sample(last, V));
+    sampling::Sampled t = s.sampler->sample(last, V, s.req.stop.max_tokens - s.generated);
+    if (t.blocked) {
+      // The structured text is complete and nothing may follow (no end token to
+      // choose), or the constraint found no way on.
+      if (s.constraint && s.constraint->complete())
+        finish(s, FinishReason::Stop);
+      else
+        finish(s, FinishReason::Error, "structured output: no token can continue the text");
+      continue;
+    }
+    emit_token(s, t);
+  }
+}
+
+// Embedding requests: prefill chunks whose final hidden states are pooled
+// (every row for mean pooling, the last row of the last chunk otherwise).
+void EngineImpl::run_embeddings() {
+  BatchInput in;
+  in.hidden_states = true;
+  std::vector<Sequence*> rows;
+  int64_t budget = opt_.token_budget;
+  for (auto& s : running_) {
+    if (s->req.pooling == Request::Pooling::None || s->state != SeqState::Prefilling || budget == 0) continue;
+    const int64_t n = std::min({s->prompt_len - s->computed, opt_.prefill_chunk, budget});
+    in.tokens.insert(in.tokens.end(), s->tokens.begin() + s->computed, s->tokens.begin() + s->computed + n);
+    in.seqs.push_back({s->cache.get(), n, s->req.pooling == Request::Pooling::Mean});
+    rows.push_back(s.get());
+    budget -= n;
+  }
+  if (rows.empty()) return;
+  Tensor h;
+  try {
+    h = model_.forward(in).to(Device::CPU).contiguous();
+  } catch (const std::exception& e) {
+    for (Sequence* s : rows) finish(*s, FinishReason::Error, e.what());
+    return;
+  }
+  const int64_t H = h.dim(1);
+  const float* X = h.data<float>();
+  int64_t row = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    Sequence& s = *rows[i];
+    const SeqInput& si = in.seqs[i];
+    const int64_t nrows = si.all_logits ? si.n_tokens : 1;
+    s.pooled.resize(static_cast<size_t>(H), 0.0f);
+    if (s.req.pooling == Request::Pooling::Mean) {
+      for (int64_t r = 0; r < nrows; ++r)
+        for (int64_t j = 0; j < H; ++j) s.pooled[static_cast<size_t>(j)] += X[(row + r) * H + j];
+    } else {
+      std::copy(X + (row + nrows - 1) * H, X + (row + nrows) * H, s.pooled.begin());
+    }
+    row += nrows;
+    s.computed += si.n_tokens;
+    if (s.computed < s.prompt_len) continue;
+    if (s.req.pooling == Request::Pooling::Mean)
+      for (float& v : s.pooled) v /= static_cast<float>(s.prompt_len);
+    Chunk c;
+    c.embedding = std::move(s.pooled);
+    finish(s, FinishReason::Stop, {}, std::move(c));
   }
 }
 
@@ -236,7 +294,10 @@ bool EngineImpl::step() {
   reap_cancelled();
   admit();
   const bool busy = !running_.empty();
-  if (busy) run_batch();
+  if (busy) {
+    run_embeddings();
+    run_batch();
+  }
   std::erase_if(running_, [](const auto& s) { return s->state == SeqState::Finished || s->state == SeqState::Cancelled; });
   update_stats();
   return busy;

@@ -178,6 +178,7 @@ Tensor DecoderModel::forward(const BatchInput& in) {
   }
   if (static_cast<int64_t>(pick.size()) != N) x = ops::gather_rows(x, pick);
   x = ops::rms_norm(x, final_norm_, eps);
+  if (in.hidden_states) return ops::cast(x, DType::F32);
   return ops::cast(ops::linear(x, lm_head_), DType::F32);
 }
 

@@ -23,6 +23,7 @@ class DecoderModel final : public Model {
   DecoderModel(const ModelConfig& cfg, const WeightSource& src, const LoadOptions& opt, DecoderOptions dopt);
   const ModelConfig& config() const override { return cfg_; }
   Tensor forward(const BatchInput& in) override;
+  bool supports_hidden_states() const override { return true; }
   std::vector<kv::LayerSpec> cache_layout() const override;
   DType kv_dtype() const override { return kv_dtype_; }
   Device device() const override { return device_; }

@@ -34,6 +34,9 @@ struct BatchInput {
   // Set: ids/positions come from here (tokens may be empty) and the caches are
   // written and read through append_at / attend_upto; only decode rows.
   const StepInputs* step = nullptr;
+  // Rows of the final-normed hidden state [rows, hidden] float32 instead of
+  // logits (embeddings), for models whose supports_hidden_states().
+  bool hidden_states = false;
 };
 
 // How a sequence's cache should be built.
@@ -49,6 +52,7 @@ class Model {
   int64_t vocab_size() const { return config().vocab_size; }
   // Logits [rows, vocab] float32: per sequence, every token or only the last.
   virtual Tensor forward(const BatchInput& in) = 0;
+  virtual bool supports_hidden_states() const { return false; }
   // Shapes of each layer's K/V store.
   virtual std::vector<kv::LayerSpec> cache_layout() const = 0;
   virtual DType kv_dtype() const = 0;

@@ -126,10 +126,39 @@ int32_t SequenceSampler::draw(int64_t vocab) {
   return cand_[keep - 1];
 }
 
-Sampled SequenceSampler::sample(const float* logits, int64_t vocab) {
+void SequenceSampler::constrain(engine::TokenConstraint* c, std::vector<int32_t> end_ids) {
+  constraint_ = c;
+  end_ids_ = std::move(end_ids);
+}
+
+void SequenceSampler::apply_constraint(int64_t vocab, int64_t tokens_left) {
+  std::vector<float> ends;
+  for (int32_t id : end_ids_) ends.push_back(id < vocab ? work_[static_cast<size_t>(id)] : 0.0f);
+  constraint_->apply(work_.data(), vocab, tokens_left);
+  const bool done = constraint_->complete();
+  for (size_t i = 0; i < end_ids_.size(); ++i)
+    if (end_ids_[i] < vocab)
+      work_[static_cast<size_t>(end_ids_[i])] = done ? ends[i] : -std::numeric_limits<float>::infinity();
+}
+
+Sampled SequenceSampler::sample(const float* logits, int64_t vocab, int64_t tokens_left) {
   Sampled s;
-  const bool processed = needs_processing();
-  if (processed) process(logits, vocab);
+  const bool processed = needs_processing() || constraint_;
+  if (processed) {
+    if (needs_processing())
+      process(logits, vocab);
+    else
+      work_.assign(logits, logits + vocab);
+  }
+  if (constraint_) {
+    apply_constraint(vocab, tokens_left);
+    if (!std::any_of(work_.begin(), work_.begin() + vocab, [](float x) { return x > -std::numeric_limits<float>::infinity(); })) {
+      s.token = -1;
+      s.blocked = true;
+      ++step_;
+      return s;
+    }
+  }
   const float* row = processed ? work_.data() : logits;
   if (p_.temperature == 0.0f) {
     s.token = greedy_token(row, vocab);
@@ -142,7 +171,12 @@ Sampled SequenceSampler::sample(const float* logits, int64_t vocab) {
     s.logprob = std::isfinite(lse) ? logits[s.token] - lse : -std::numeric_limits<float>::infinity();
     s.top = top_logprobs(logits, vocab, p_.top_logprobs, lse);
   }
-  ++output_count_[s.token];
+  if (constraint_ && std::find(end_ids_.begin(), end_ids_.end(), s.token) == end_ids_.end() &&
+      !constraint_->accept(s.token)) {
+    s.token = -1;
+    s.blocked = true;
+  }
+  if (s.token >= 0) ++output_count_[s.token];
   ++step_;
   return s;
 }

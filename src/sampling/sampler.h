@@ -24,6 +24,7 @@ struct Sampled {
   int32_t token = 0;
   float logprob = 0;                      // of the raw model distribution
   std::vector<engine::TokenLogprob> top;  // raw distribution, most likely first
+  bool blocked = false;                   // a constraint allowed no token at all (token = -1)
 };
 
 class SequenceSampler {
@@ -31,8 +32,12 @@ class SequenceSampler {
   // `prompt` feeds the repetition penalty (which, like vLLM's, covers prompt
   // and output; presence and frequency cover the output only).
   SequenceSampler(const engine::SamplingParams& p, uint64_t seed, const std::vector<int32_t>& prompt);
+  // Structured output: masks every step with `c` (not owned); `end_ids`
+  // (EOS, stop ids) are allowed exactly when the constraint is complete.
+  void constrain(engine::TokenConstraint* c, std::vector<int32_t> end_ids);
   // Chooses the next token from a float32 logits row and advances the step.
-  Sampled sample(const float* logits, int64_t vocab);
+  // `tokens_left` (this one included) lets a constraint close its text in time.
+  Sampled sample(const float* logits, int64_t vocab, int64_t tokens_left = 0);
   int64_t steps() const { return step_; }
 
  private:
@@ -40,7 +45,11 @@ class SequenceSampler {
   void process(const float* logits, int64_t vocab);
   int32_t draw(int64_t vocab);
 
+  void apply_constraint(int64_t vocab, int64_t tokens_left);
+
   engine::SamplingParams p_;
+  engine::TokenConstraint* constraint_ = nullptr;
+  std::vector<int32_t> end_ids_;
   uint64_t seed_;
   uint64_t step_ = 0;
   std::unordered_map<int32_t, int32_t> prompt_seen_;  // id -> 1

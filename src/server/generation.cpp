@@ -53,6 +53,7 @@ void Generation::record(size_t i, const engine::Chunk& c) {
     o.tokens.push_back(t);
   }
   if (!c.prompt_logprobs.empty()) o.prompt_logprobs = c.prompt_logprobs;
+  if (!c.embedding.empty()) o.embedding = c.embedding;
   if (c.finished) {
     o.finished = true;
     o.reason = c.reason;

@@ -21,6 +21,7 @@ struct GenOutput {
   std::string error, stop_matched;
   engine::Usage usage;
   std::vector<engine::TokenLogprob> prompt_logprobs;
+  std::vector<float> embedding;
   bool finished = false;
 };
 

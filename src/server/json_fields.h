@@ -8,7 +8,8 @@
 
 namespace ingot::server {
 
-using json = nlohmann::json;
+// Insertion-ordered, like Python dicts: templates and responses keep the client's key order.
+using json = nlohmann::ordered_json;
 
 // Parses a request body: invalid UTF-8, bad JSON and non-objects are 400s.
 json parse_json_body(std::string_view body);

@@ -7,6 +7,7 @@
 #include "server/routes.h"
 #include "server/service.h"
 #include "server/sse.h"
+#include "server/structured.h"
 
 namespace ingot::server {
 
@@ -176,13 +177,7 @@ HttpResponse chat_completions(Service& svc, const HttpRequest& req) {
       bad_request("'tool_choice' must be a string or an object", "tool_choice");
     }
   }
-  if (const json* rf = opt_object(body, "response_format")) {
-    std::string type = opt_string(*rf, "type").value_or("");
-    if (type != "text" && type != "json_object" && type != "json_schema")
-      bad_request("'response_format.type' must be text, json_object or json_schema", "response_format.type");
-    if (type == "json_schema" && !opt_object(*rf, "json_schema"))
-      bad_request("'response_format.json_schema' is required for type json_schema", "response_format.json_schema");
-  }
+  auto grammar = response_format_grammar(svc, body);
   int64_t n = opt_int(body, "n", 1, 16).value_or(1);
   bool stream = opt_bool(body, "stream").value_or(false);
   ChatSetup st;
@@ -198,15 +193,17 @@ HttpResponse chat_completions(Service& svc, const HttpRequest& req) {
   engine::Request base = svc.base_request(body, prompt.ids, "max_completion_tokens");
   base.sampling.logprobs = st.logprobs;
   base.sampling.top_logprobs = st.top_logprobs;
+  base.grammar = grammar;
   std::vector<engine::Request> reqs;
   for (int64_t i = 0; i < n; ++i) {
     engine::Request r = base;
     if (r.sampling.seed) r.sampling.seed = *r.sampling.seed + static_cast<uint64_t>(i);
     reqs.push_back(std::move(r));
   }
-  st.tools = use_tools ? svc.options().tool_format : ToolFormat::None;
-  st.reasoning = svc.options().template_thinks;
-  st.opens_reasoning = prompt.opens_reasoning;
+  // Constrained output is all content: no tool-call or reasoning markup to parse.
+  st.tools = use_tools && !grammar ? svc.options().tool_format : ToolFormat::None;
+  st.reasoning = svc.options().template_thinks && !grammar;
+  st.opens_reasoning = prompt.opens_reasoning && !grammar;
   auto gen = std::make_shared<Generation>(svc, std::move(reqs));
   if (stream) return chat_stream(svc, gen, st, req);
 

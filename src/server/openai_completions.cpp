@@ -1,5 +1,6 @@
-// POST /v1/completions, GET /v1/models, POST /v1/embeddings, and the
+// POST /v1/completions, GET /v1/models, and the
 // tokenizer, health and metrics routes.
+#include "server/structured.h"
 #include "server/api_error.h"
 #include "server/generation.h"
 #include "server/json_fields.h"
@@ -86,12 +87,14 @@ HttpResponse completions(Service& svc, const HttpRequest& req) {
   if (const json* so = opt_object(body, "stream_options")) include_usage = opt_bool(*so, "include_usage").value_or(false);
   if (opt_int(body, "best_of", 1, 16).value_or(n) != n) bad_request("'best_of' other than n is not supported", "best_of");
   opt_string(body, "suffix");
+  auto grammar = response_format_grammar(svc, body);
   std::vector<engine::Request> reqs;
   std::vector<std::string> echoes;
   for (const auto& ids : prompts) {
     engine::Request base = svc.base_request(body, ids, "max_tokens");
     base.sampling.logprobs = top >= 0;
     base.sampling.top_logprobs = std::max(top, 0);
+    base.grammar = grammar;
     for (int64_t i = 0; i < n; ++i) {
       engine::Request r = base;
       if (r.sampling.seed) r.sampling.seed = *r.sampling.seed + static_cast<uint64_t>(i);
@@ -181,17 +184,6 @@ HttpResponse list_models(Service& svc, const HttpRequest& req) {
   json data = json::array({svc.options().text_model || !svc.speech() ? model : speech_model_entry(svc)});
   if (svc.speech() && svc.speech()->model_id() != svc.options().model_id) data.push_back(speech_model_entry(svc));
   return json_response({{"object", "list"}, {"data", data}});
-}
-
-HttpResponse embeddings(Service& svc, const HttpRequest& req) {
-  json body = parse_json_body(req.body);
-  svc.check_model(body);
-  if (!body.contains("input")) bad_request("'input' is required", "input");
-  std::string fmt = opt_string(body, "encoding_format").value_or("float");
-  if (fmt != "float" && fmt != "base64") bad_request("'encoding_format' must be float or base64", "encoding_format");
-  // The engine API generates tokens; it exposes no pooled hidden states yet.
-  throw ApiError(400, "model '" + svc.options().model_id + "' does not support embeddings", "model",
-                 "model_not_supported");
 }
 
 HttpResponse tokenize(Service& svc, const HttpRequest& req) {

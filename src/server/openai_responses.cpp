@@ -1,5 +1,6 @@
 // POST /v1/responses (OpenAI Responses API) with a bounded in-memory store
 // for previous_response_id.
+#include "server/structured.h"
 #include "server/api_error.h"
 #include "server/generation.h"
 #include "server/json_fields.h"
@@ -83,17 +84,22 @@ HttpResponse responses(Service& svc, const HttpRequest& req) {
   bool stream = opt_bool(body, "stream").value_or(false);
   Prompt prompt = svc.render_chat(msgs, use_tools ? &tools : nullptr, nullptr);
   svc.check_prompt_length(prompt.ids.size(), "input");
+  auto grammar = text_format_grammar(svc, body);
   std::vector<engine::Request> reqs;
   reqs.push_back(svc.base_request(body, prompt.ids, "max_output_tokens"));
+  reqs.back().grammar = grammar;
   auto gen = std::make_shared<Generation>(svc, std::move(reqs));
-  ToolFormat fmt = use_tools ? svc.options().tool_format : ToolFormat::None;
-  bool thinks = svc.options().template_thinks, opens = prompt.opens_reasoning;
+  // Constrained output is all content: no tool-call or reasoning markup to parse.
+  ToolFormat fmt = use_tools && !grammar ? svc.options().tool_format : ToolFormat::None;
+  bool thinks = svc.options().template_thinks && !grammar, opens = prompt.opens_reasoning && !grammar;
   std::string id = random_id("resp_"), msg_id = random_id("msg_");
   int64_t created = unix_time();
   std::string model = svc.options().model_id;
+  json text_cfg = {{"format", {{"type", "text"}}}};
+  if (grammar) text_cfg = body["text"];
 
   // The final response object (and the stored conversation) from the output.
-  auto finish = [&svc, gen, id, msg_id, created, model, msgs, store, prev, fmt, thinks, opens, tools]() {
+  auto finish = [&svc, gen, id, msg_id, created, model, msgs, store, prev, fmt, thinks, opens, tools, text_cfg]() {
     const GenOutput& o = gen->outputs()[0];
     OutputParser parser(fmt, thinks, opens);
     ParsedDelta d = parser.push(o.text);
@@ -117,7 +123,7 @@ HttpResponse responses(Service& svc, const HttpRequest& req) {
               {"incomplete_details", incomplete ? json{{"reason", "max_output_tokens"}} : json()},
               {"error", nullptr}, {"output", output}, {"parallel_tool_calls", true},
               {"previous_response_id", prev ? json(*prev) : json()}, {"tools", tools.is_null() ? json::array() : tools},
-              {"tool_choice", "auto"}, {"text", {{"format", {{"type", "text"}}}}}, {"metadata", json::object()},
+              {"tool_choice", "auto"}, {"text", text_cfg}, {"metadata", json::object()},
               {"usage", {{"input_tokens", o.usage.prompt_tokens}, {"output_tokens", o.usage.completion_tokens},
                          {"total_tokens", o.usage.prompt_tokens + o.usage.completion_tokens},
                          {"input_tokens_details", {{"cached_tokens", o.usage.cached_prompt_tokens}}},

@@ -27,12 +27,12 @@ HttpResponse audio_translations(Service& svc, const HttpRequest& req);
 bool needs_text_model(const std::string& method, const std::string& path);
 
 // Helpers shared by the route files.
-HttpResponse json_response(const nlohmann::json& body, int status = 200);
+HttpResponse json_response(const nlohmann::ordered_json& body, int status = 200);
 HttpResponse sse_response(std::function<void(StreamSink&)> body);
 // Validates OpenAI chat `tools` (type function with a named function).
-void validate_chat_tools(const nlohmann::json& tools);
+void validate_chat_tools(const nlohmann::ordered_json& tools);
 // Logprob entries in the chat format for `tokens`.
-nlohmann::json chat_logprobs(const Service& svc, const std::vector<engine::TokenEvent>& tokens, size_t from,
+nlohmann::ordered_json chat_logprobs(const Service& svc, const std::vector<engine::TokenEvent>& tokens, size_t from,
                              size_t to, bool with_top);
 
 }  // namespace ingot::server

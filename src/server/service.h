@@ -17,7 +17,8 @@
 
 namespace ingot::server {
 
-using json = nlohmann::json;
+// Insertion-ordered, like Python dicts: templates and responses keep the client's key order.
+using json = nlohmann::ordered_json;
 
 struct ServeOptions {
   std::string model_id = "default";
@@ -39,6 +40,7 @@ struct ServeOptions {
   size_t response_store_size = 256;
   bool embeddings = false;  // the model is an embedding model
   bool text_model = true;   // false: only a speech model is served (text routes answer 400)
+  std::string embedding_pooling = "last";  // /v1/embeddings: last | mean (anything else is refused)
 };
 
 // A bounded in-memory store of Responses-API conversations (oldest evicted).

@@ -111,8 +111,8 @@ def test_errors_have_openai_shape(server, client):
                           headers={"Content-Type": "application/json"}, timeout=10)
         assert r.status_code == 400, raw
         assert set(r.json()["error"]) == {"message", "type", "param", "code"}
-    r = requests.post(server.url + "/v1/embeddings", json={"input": "hi"}, timeout=10)
-    assert r.status_code == 400 and "embeddings" in r.json()["error"]["message"]
+    r = requests.post(server.url + "/v1/embeddings", json={"input": [[]]}, timeout=10)
+    assert r.status_code == 400 and r.json()["error"]["param"] == "input"
 
 
 def test_responses_api(client):

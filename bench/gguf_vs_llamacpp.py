@@ -20,7 +20,8 @@ from safetensors.numpy import load_file
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-from test_gguf_smollm2 import PROMPTS, smollm2_path, perplexity, top5  # noqa: E402
+from smollm2_prompts import PROMPTS, smollm2_path  # noqa: E402
+from test_gguf_smollm2 import perplexity, top5  # noqa: E402
 
 
 def ingot_logits(ingot, model, ids, steps, tmp):

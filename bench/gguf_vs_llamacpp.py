@@ -4,7 +4,7 @@ the same file, in one run: tokenization, greedy continuations (32 tokens,
 prefill / decode speed.
 
 usage: python3 bench/gguf_vs_llamacpp.py [--ingot build/src/cli/ingot]
-       [--bench build/bench/gguf_bench] [--pp 128] [--tg 64] [--threads 2]"""
+       [--bench build/bench/gguf_bench] [--pp 128] [--tg 64] [--threads 2] [--speed-only]"""
 import argparse
 import json
 import math
@@ -20,7 +20,8 @@ from safetensors.numpy import load_file
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
-from test_gguf_smollm2 import PROMPTS, smollm2_path, perplexity, top5  # noqa: E402
+from smollm2_prompts import PROMPTS, smollm2_path  # noqa: E402
+from test_gguf_smollm2 import perplexity, top5  # noqa: E402
 
 
 def ingot_logits(ingot, model, ids, steps, tmp):
@@ -53,8 +54,17 @@ def main():
     ap.add_argument("--tg", type=int, default=64)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--speed-only", action="store_true", help="skip the parity part")
     a = ap.parse_args()
     model = smollm2_path()
+    res = {}
+    if not a.speed_only:
+        res = parity(a, model)
+    speed(a, model, res)
+    print(json.dumps(res, indent=2))
+
+
+def parity(a, model):
     llm = Llama(model_path=str(model), n_ctx=1024, n_threads=a.threads, n_batch=512, logits_all=True, verbose=False)
     from tokenizers import Tokenizer
     res = {}
@@ -89,7 +99,11 @@ def main():
         res["perplexity"] = {"tokens": len(ids), "ingot": round(p_ours, 4), "llama.cpp": round(p_ref, 4),
                              "rel_diff": round(abs(p_ours - p_ref) / p_ref, 5)}
 
-    # Speed, same prompt length and generated tokens; llama.cpp without logits for every position.
+    return res
+
+
+def speed(a, model, res):
+    # Same prompt length and generated tokens; llama.cpp without logits for every position.
     llm = Llama(model_path=str(model), n_ctx=1024, n_threads=a.threads, n_batch=512, verbose=False)
     prompt = [100 + (i * 37) % 5000 for i in range(a.pp)]
     pps, tgs = [], []
@@ -110,7 +124,6 @@ def main():
     res["ingot"] = json.loads(out)
     res["decode_ratio"] = round(res["ingot"]["decode_tok_s"] / res["llama.cpp"]["decode_tok_s"], 3)
     res["prefill_ratio"] = round(res["ingot"]["prefill_tok_s"] / res["llama.cpp"]["prefill_tok_s"], 3)
-    print(json.dumps(res, indent=2))
 
 
 if __name__ == "__main__":

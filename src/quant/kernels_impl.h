@@ -2,6 +2,7 @@
 // INGOT_QUANT_LEVEL 0 = portable scalar, 1 = AVX2 (+FMA), 2 = AVX-512 VNNI (VL, 256-bit lanes).
 // Included by kernels_<isa>.cpp inside namespace ingot::quant::INGOT_QUANT_NS.
 #include <cstdint>
+#include <vector>
 
 #include "backend/cpu/thread_pool.h"
 #include "quant/formats.h"
@@ -81,7 +82,7 @@ struct Q8_0 {
 #if INGOT_QUANT_LEVEL > 0
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b, p += 34)
-      acc = fma_lanes(dot_s8s8(load32(p + 2), load32(x[b].q)), load_f16(p) * x[b].d, acc);
+      acc = fma_lanes(dot_s8s8(load32(p + 2), load32(x[b].q)), load_f16(p) * x[b].d16, acc);
     return hsum(acc);
 #else
     float acc = 0;
@@ -89,7 +90,7 @@ struct Q8_0 {
       const auto* q = reinterpret_cast<const int8_t*>(p + 2);
       int32_t s = 0;
       for (int i = 0; i < 32; ++i) s += q[i] * x[b].q[i];
-      acc += static_cast<float>(s) * (load_f16(p) * x[b].d);
+      acc += static_cast<float>(s) * (load_f16(p) * x[b].d16);
     }
     return acc;
 #endif
@@ -109,11 +110,10 @@ struct Q4 {
     float acc = 0;
 #endif
     for (int64_t b = 0; b < nb; ++b, p += kBytes) {
-      const float d = load_f16(p) * x[b].d;
+      const float d = load_f16(p) * x[b].d16;
       const uint8_t* qs = p + (kMin ? 4 : 2);
       // Offset term: Q4_0 stores nibble - 8, Q4_1 adds a per-block min.
-      corr += kMin ? load_f16(p + 2) * x[b].d * static_cast<float>(x[b].sum)
-                   : -8.0f * d * static_cast<float>(x[b].sum);
+      corr += kMin ? load_f16(p + 2) * x[b].s16 : -8.0f * d * static_cast<float>(x[b].sum);
 #if INGOT_QUANT_LEVEL > 0
       acc = fma_lanes(dot_u8s8(nibbles_split(qs), load32(x[b].q)), d, acc);
 #else
@@ -130,47 +130,29 @@ struct Q4 {
   }
 };
 
-// ---- MLX affine, 4 or 8 bits ----
-template <int kBits>
-struct Affine {
+// ---- MLX affine, 4 bits (8 bits: affine8_dot below) ----
+struct Affine4 {
   static float dot(const Ctx& c, int64_t r, const XBlock* x, int64_t nb) {
     const uint8_t* p = c.data + static_cast<size_t>(r) * c.row_bytes;
     const float* sc = c.scales + r * c.group_stride;
     const float* bi = c.biases ? c.biases + r * c.group_stride : nullptr;
-    constexpr int kBlockBytes = 32 * kBits / 8;
     float corr = 0;
 #if INGOT_QUANT_LEVEL > 0
     __m256 acc = _mm256_setzero_ps();
 #else
     float acc = 0;
 #endif
-    for (int64_t b = 0; b < nb; ++b, p += kBlockBytes) {
+    for (int64_t b = 0; b < nb; ++b, p += 16) {
       const int64_t g = b / c.group_blocks;
       const float d = sc[g] * x[b].d;
-      float off = bi ? bi[g] * x[b].d * static_cast<float>(x[b].sum) : 0.0f;
+      if (bi) corr += bi[g] * x[b].d * static_cast<float>(x[b].sum);
 #if INGOT_QUANT_LEVEL > 0
-      if constexpr (kBits == 4) {
-        acc = fma_lanes(dot_u8s8(nibbles_interleaved(p), load32(x[b].q)), d, acc);
-      } else {
-#if INGOT_QUANT_LEVEL == 2
-        acc = fma_lanes(dot_u8s8(load32(p), load32(x[b].q)), d, acc);
-#else
-        // maddubs would saturate on u8 up to 255: shift values to signed and add 128 * sum back.
-        __m256i v = _mm256_xor_si256(load32(p), _mm256_set1_epi8(static_cast<char>(0x80)));
-        acc = fma_lanes(dot_s8s8(v, load32(x[b].q)), d, acc);
-        off += 128.0f * d * static_cast<float>(x[b].sum);
-#endif
-      }
+      acc = fma_lanes(dot_u8s8(nibbles_interleaved(p), load32(x[b].q)), d, acc);
 #else
       int32_t s = 0;
-      if constexpr (kBits == 4) {
-        for (int i = 0; i < 16; ++i) s += (p[i] & 0xF) * x[b].q[2 * i] + (p[i] >> 4) * x[b].q[2 * i + 1];
-      } else {
-        for (int i = 0; i < 32; ++i) s += p[i] * x[b].q[i];
-      }
+      for (int i = 0; i < 16; ++i) s += (p[i] & 0xF) * x[b].q[2 * i] + (p[i] >> 4) * x[b].q[2 * i + 1];
       acc += static_cast<float>(s) * d;
 #endif
-      corr += off;
     }
 #if INGOT_QUANT_LEVEL > 0
     return hsum(acc) + corr;
@@ -317,9 +299,56 @@ void linear(const float* x, int64_t n, const Weight& w, float* y) {
   });
 }
 
+// 8-bit affine weights are as fine as int8 activations would be, so rounding the
+// activations would double the error: these dots keep them in float32.
+float affine8_dot(const Ctx& c, int64_t r, const float* x, const float* xsum, int64_t nb) {
+  const uint8_t* p = c.data + static_cast<size_t>(r) * c.row_bytes;
+  const float* sc = c.scales + r * c.group_stride;
+  const float* bi = c.biases ? c.biases + r * c.group_stride : nullptr;
+  const int64_t groups = nb / c.group_blocks;
+  const int64_t gsize = 32 * static_cast<int64_t>(c.group_blocks);
+  float total = 0;
+  for (int64_t g = 0; g < groups; ++g, p += gsize, x += gsize) {
+#if INGOT_QUANT_LEVEL > 0
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < gsize; i += 8) {
+      __m128i b8 = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + i));
+      acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b8)), _mm256_loadu_ps(x + i), acc);
+    }
+    float dot = hsum(acc);
+#else
+    float dot = 0;
+    for (int64_t i = 0; i < gsize; ++i) dot += static_cast<float>(p[i]) * x[i];
+#endif
+    total += sc[g] * dot + (bi ? bi[g] * xsum[g] : 0.0f);
+  }
+  return total;
+}
+
+void affine8_linear(const float* x, int64_t n, const Weight& w, float* y) {
+  check_linear_shape(w, 32);
+  const int64_t k = w.cols(), m = w.rows(), nb = k / 32;
+  const Ctx c = make_ctx(w);
+  const int64_t groups = nb / c.group_blocks, gsize = 32 * static_cast<int64_t>(c.group_blocks);
+  std::vector<float> xsum(static_cast<size_t>(n * groups), 0.0f);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t g = 0; g < groups; ++g)
+      for (int64_t j = 0; j < gsize; ++j) xsum[static_cast<size_t>(i * groups + g)] += x[i * k + g * gsize + j];
+  constexpr int64_t kTile = 16;
+  const int64_t tiles = (m + kTile - 1) / kTile;
+  cpu::pool().parallel_for(tiles, 1, [&](int64_t tb, int64_t te) {
+    for (int64_t t = tb; t < te; ++t) {
+      const int64_t j0 = t * kTile, j1 = m < j0 + kTile ? m : j0 + kTile;
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = j0; j < j1; ++j)
+          y[i * m + j] = affine8_dot(c, j, x + i * k, xsum.data() + i * groups, nb);
+    }
+  });
+}
+
 void affine_linear(const float* x, int64_t n, const Weight& w, float* y) {
-  if (w.bits == 4) return linear<Affine<4>, 32>(x, n, w, y);
-  if (w.bits == 8) return linear<Affine<8>, 32>(x, n, w, y);
+  if (w.bits == 4) return linear<Affine4, 32>(x, n, w, y);
+  if (w.bits == 8) return affine8_linear(x, n, w, y);
   fail_affine_bits(w.bits);
 }
 

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "tensor/half.h"
 #include "util/error.h"
 
 namespace ingot::quant {
@@ -24,6 +25,8 @@ XRows::XRows(const float* x, int64_t n, int64_t k) {
       s += b.q[j];
     }
     b.sum = s;
+    b.d16 = f16_to_f32(f32_to_f16(b.d));
+    b.s16 = f16_to_f32(f32_to_f16(b.d * static_cast<float>(s)));
   }
 }
 

@@ -1,6 +1,9 @@
 // Activations quantized for integer dot products: each run of 32 values gets
 // one float scale d (max |x| / 127), 32 int8 values and their integer sum
 // (used by formats with a per-block offset: Q4_1 mins, affine biases).
+// The GGUF formats read d16 and s16 instead: d and d * sum rounded to f16, the
+// activation blocks llama.cpp pairs with them (Q8_0 / Q8_1), so ingot's sums
+// round at the same points as llama.cpp's on the same file.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -10,6 +13,8 @@ namespace ingot::quant {
 struct XBlock {
   float d;
   int32_t sum;
+  float d16;  // d through f16
+  float s16;  // d * sum through f16
   int8_t q[32];
 };
 

@@ -34,6 +34,19 @@ Tensor Backend::glu_linear(GluOp op, const Tensor& x, const Weight& gate, const 
   return glu(op, linear(x, gate, gate_bias), linear(x, up, up_bias));
 }
 
+std::vector<Tensor> Backend::linear_many(const Tensor& x, const std::vector<const Weight*>& w,
+                                         const std::vector<const Tensor*>& bias) {
+  std::vector<Tensor> out;
+  out.reserve(w.size());
+  for (size_t i = 0; i < w.size(); ++i) out.push_back(linear(x, *w[i], i < bias.size() ? bias[i] : nullptr));
+  return out;
+}
+
+void Backend::rope_pair_inplace(Tensor& a, Tensor& b, const Tensor& positions, const RopeSpec& spec) {
+  rope_inplace(a, positions, spec);
+  rope_inplace(b, positions, spec);
+}
+
 std::unique_ptr<StepGraph> Backend::capture_step(const std::function<void()>&) { return nullptr; }
 void Backend::write_rows_at(Tensor&, const Tensor&, const Tensor&) {
   fail(ErrorKind::Unsupported, "write_rows_at is not implemented on ", device_name(device()));

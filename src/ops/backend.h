@@ -112,6 +112,14 @@ class Backend {
   virtual Tensor glu_linear(GluOp op, const Tensor& x, const Weight& gate, const Weight& up, const Tensor* gate_bias,
                             const Tensor* up_bias);
 
+  // [linear(x, w[i], bias[i]) for each i]: several weights reading one input (q/k/v), which a
+  // backend may read in one launch. bias may be empty or hold null entries.
+  virtual std::vector<Tensor> linear_many(const Tensor& x, const std::vector<const Weight*>& w,
+                                          const std::vector<const Tensor*>& bias);
+
+  // rope_inplace(a, ...) then rope_inplace(b, ...) at the same positions (q and k).
+  virtual void rope_pair_inplace(Tensor& a, Tensor& b, const Tensor& positions, const RopeSpec& spec);
+
   // ---- Graph-replayable steps (runtime/step_graph.h). Backends that cannot
   // capture return nullptr from capture_step and report the rest unsupported.
   // Records the device work `step` queues into a graph; nothing runs until replay().

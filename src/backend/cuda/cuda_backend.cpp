@@ -108,6 +108,33 @@ class CudaBackend final : public Backend {
     return Backend::glu_linear(op, x_in, gate, up, gb, ub);
   }
 
+  // q/k/v (or any weights on one input) in one GEMV launch when each would take the GEMV alone.
+  std::vector<Tensor> linear_many(const Tensor& x_in, const std::vector<const Weight*>& w,
+                                  const std::vector<const Tensor*>& bias) override {
+    GemvSegments seg{};
+    bool fused = !w.empty() && w.size() <= 3;
+    for (size_t i = 0; fused && i < w.size(); ++i) {
+      fused = gemv_fits(x_in, *w[i]) && !(i < bias.size() && bias[i] && bias[i]->defined());
+      if (fused) {
+        seg.w[i] = w[i]->data.raw();
+        seg.ldw[i] = w[i]->data.stride(0);
+        seg.m[i] = w[i]->rows();
+      }
+    }
+    seg.count = static_cast<int>(w.size());
+    if (!fused || !gemv_bf16_multi_applies(seg, x_in.dim(-1))) return Backend::linear_many(x_in, w, bias);
+    Tensor x = dev_f32(x_in);
+    std::vector<Tensor> out;
+    for (size_t i = 0; i < w.size(); ++i) {
+      std::vector<int64_t> shape = x.shape().vec();
+      shape.back() = seg.m[i];
+      out.push_back(Tensor::empty(Shape(shape), DType::F32, Device::CUDA));
+      seg.y[i] = out.back().data<float>();
+    }
+    launch_gemv_bf16_multi(seg, x.data<float>(), rows_of(x), x.dim(-1));
+    return out;
+  }
+
   // True when linear(x, w) would take the decode GEMV.
   static bool gemv_fits(const Tensor& x, const Weight& w) {
     if (w.is_affine() || w.dtype() != DType::BF16 || !gemv_enabled() || x.device() != Device::CUDA ||
@@ -170,6 +197,17 @@ class CudaBackend final : public Backend {
     launch_layer_norm(x.data<float>(), w.data<float>(), b.defined() ? b.data<float>() : nullptr, y.data<float>(),
                       rows_of(x), x.dim(-1), eps);
     return y;
+  }
+
+  void rope_pair_inplace(Tensor& a, Tensor& b, const Tensor& positions, const RopeSpec& spec) override {
+    auto fits = [](const Tensor& x) {
+      return x.device() == Device::CUDA && x.dtype() == DType::F32 && x.is_contiguous() && x.ndim() == 3;
+    };
+    if (!fits(a) || !fits(b) || a.dim(0) != b.dim(0) || a.dim(2) != b.dim(2))
+      return Backend::rope_pair_inplace(a, b, positions, spec);
+    Tensor pos = positions.to(Device::CUDA).contiguous();
+    launch_rope_pair(a.data<float>(), a.dim(1), b.data<float>(), b.dim(1), pos.data<int32_t>(), a.dim(0), a.dim(2),
+                     spec);
   }
 
   void rope_inplace(Tensor& x, const Tensor& positions, const RopeSpec& spec) override {

@@ -36,6 +36,15 @@ bool gemv_enabled() {
   return on;
 }
 
+// INGOT_CUDA_FUSE_QKV=0 keeps q/k/v and the two ropes as separate launches (to measure the fused forms).
+bool fuse_qkv() {
+  static const bool on = [] {
+    const char* e = std::getenv("INGOT_CUDA_FUSE_QKV");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return on;
+}
+
 int64_t rows_of(const Tensor& t) { return t.ndim() ? t.numel() / t.dim(-1) : 1; }
 
 cudaDataType_t cuda_type(DType t) {
@@ -112,7 +121,7 @@ class CudaBackend final : public Backend {
   std::vector<Tensor> linear_many(const Tensor& x_in, const std::vector<const Weight*>& w,
                                   const std::vector<const Tensor*>& bias) override {
     GemvSegments seg{};
-    bool fused = !w.empty() && w.size() <= 3;
+    bool fused = fuse_qkv() && !w.empty() && w.size() <= 3;
     for (size_t i = 0; fused && i < w.size(); ++i) {
       fused = gemv_fits(x_in, *w[i]) && !(i < bias.size() && bias[i] && bias[i]->defined());
       if (fused) {
@@ -203,7 +212,7 @@ class CudaBackend final : public Backend {
     auto fits = [](const Tensor& x) {
       return x.device() == Device::CUDA && x.dtype() == DType::F32 && x.is_contiguous() && x.ndim() == 3;
     };
-    if (!fits(a) || !fits(b) || a.dim(0) != b.dim(0) || a.dim(2) != b.dim(2))
+    if (!fuse_qkv() || !fits(a) || !fits(b) || a.dim(0) != b.dim(0) || a.dim(2) != b.dim(2))
       return Backend::rope_pair_inplace(a, b, positions, spec);
     Tensor pos = positions.to(Device::CUDA).contiguous();
     launch_rope_pair(a.data<float>(), a.dim(1), b.data<float>(), b.dim(1), pos.data<int32_t>(), a.dim(0), a.dim(2),

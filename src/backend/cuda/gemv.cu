@@ -240,18 +240,21 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_bf16_multi_kernel(Ge
   int64_t row = int64_t(blockIdx.x) * (kWarpsPerBlock / WPR) + warp / WPR;
   const int part = (warp % WPR) * 32 + lane;
   constexpr int kStride = 32 * WPR;
-  int seg = 0;
-  while (seg < s.count && row >= s.m[seg]) row -= s.m[seg++];
-  if (seg == s.count) return;  // (WPR > 1: the grid holds whole rows only, so the block leaves together)
-  const auto* w = static_cast<const __nv_bfloat16*>(s.w[seg]);
+  // Selects by comparisons rather than a dynamic index, which would copy s to local memory.
+  const int64_t m0 = s.m[0], m01 = s.m[0] + s.m[1];
+  const int seg = row < m0 ? 0 : row < m01 ? 1 : 2;
+  row -= seg == 0 ? 0 : seg == 1 ? m0 : m01;
+  const int64_t m = seg == 0 ? s.m[0] : seg == 1 ? s.m[1] : s.m[2];
+  if (seg >= s.count || row >= m) return;  // (WPR > 1: the grid holds whole rows only, so the block leaves together)
+  const auto* w = static_cast<const __nv_bfloat16*>(seg == 0 ? s.w[0] : seg == 1 ? s.w[1] : s.w[2]);
+  const int64_t ldw = seg == 0 ? s.ldw[0] : seg == 1 ? s.ldw[1] : s.ldw[2];
+  float* y = seg == 0 ? s.y[0] : seg == 1 ? s.y[1] : s.y[2];
   float acc[N];
 #pragma unroll
   for (int r = 0; r < N; ++r) acc[r] = 0.0f;
-  dot_rows<N, kStride>(reinterpret_cast<const uint4*>(w + row * s.ldw[seg]), x, k, part, acc);
+  dot_rows<N, kStride>(reinterpret_cast<const uint4*>(w + row * ldw), x, k, part, acc);
   __shared__ float partial[WPR > 1 ? N * kWarpsPerBlock : 1];
   reduce_row<N, WPR>(acc, partial, lane, warp);
-  float* y = s.y[seg];
-  const int64_t m = s.m[seg];
   if constexpr (WPR == 1) {
     if (lane == 0) {
 #pragma unroll

@@ -51,6 +51,11 @@ std::unique_ptr<StepGraph> Backend::capture_step(const std::function<void()>&) {
 void Backend::write_rows_at(Tensor&, const Tensor&, const Tensor&) {
   fail(ErrorKind::Unsupported, "write_rows_at is not implemented on ", device_name(device()));
 }
+void Backend::write_rows_at_pair(Tensor& dst0, const Tensor& src0, Tensor& dst1, const Tensor& src1,
+                                 const Tensor& rows) {
+  write_rows_at(dst0, src0, rows);
+  write_rows_at(dst1, src1, rows);
+}
 void Backend::add_i32_inplace(Tensor&, int32_t) {
   fail(ErrorKind::Unsupported, "add_i32_inplace is not implemented on ", device_name(device()));
 }

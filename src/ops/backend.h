@@ -126,6 +126,9 @@ class Backend {
   virtual std::unique_ptr<StepGraph> capture_step(const std::function<void()>& step);
   // dst[rows[i]] = src[i] along dim 0; rows is i32 [len] on the device.
   virtual void write_rows_at(Tensor& dst, const Tensor& src, const Tensor& rows);
+  // write_rows_at(dst0, src0, rows) then write_rows_at(dst1, src1, rows) (K and V rows).
+  virtual void write_rows_at_pair(Tensor& dst0, const Tensor& src0, Tensor& dst1, const Tensor& src1,
+                                  const Tensor& rows);
   // x += v elementwise, x int32 in place.
   virtual void add_i32_inplace(Tensor& x, int32_t v);
 };

@@ -313,6 +313,22 @@ class CudaBackend final : public Backend {
 
   std::unique_ptr<StepGraph> capture_step(const std::function<void()>& step) override { return capture(step); }
 
+  void write_rows_at_pair(Tensor& dst0, const Tensor& src0, Tensor& dst1, const Tensor& src1,
+                          const Tensor& rows_in) override {
+    auto fits = [](const Tensor& d, const Tensor& s) {
+      return d.device() == Device::CUDA && d.is_contiguous() && d.ndim() >= 1 && d.dtype() == DType::BF16 &&
+             s.device() == Device::CUDA && s.dtype() == DType::F32 && s.is_contiguous() && s.ndim() >= 1 &&
+             d.dim(0) > 0 && s.dim(0) > 0 && s.numel() / s.dim(0) == d.numel() / d.dim(0);
+    };
+    if (!fuse_qkv() || !fits(dst0, src0) || !fits(dst1, src1) || dst0.dim(0) != dst1.dim(0) ||
+        src0.dim(0) != src1.dim(0) || dst0.numel() != dst1.numel())
+      return Backend::write_rows_at_pair(dst0, src0, dst1, src1, rows_in);
+    Tensor rows = rows_in.to(Device::CUDA).contiguous();
+    INGOT_CHECK(rows.dtype() == DType::I32 && rows.numel() == src0.dim(0), "write_rows_at_pair: ", rows.describe());
+    launch_write_rows_pair_f32_bf16(dst0.raw(), src0.data<float>(), dst1.raw(), src1.data<float>(),
+                                    rows.data<int32_t>(), src0.dim(0), dst0.numel() / dst0.dim(0), dst0.dim(0));
+  }
+
   void write_rows_at(Tensor& dst, const Tensor& src_in, const Tensor& rows_in) override {
     INGOT_CHECK(dst.device() == Device::CUDA && dst.is_contiguous() && dst.ndim() >= 1);
     Tensor src = src_in.to(Device::CUDA).contiguous();

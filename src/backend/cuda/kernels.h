@@ -34,6 +34,9 @@ void launch_write_rows_at(void* dst, const void* src, const int32_t* rows, int64
                           int64_t dst_rows);
 void launch_write_rows_at_f32_bf16(void* dst, const float* src, const int32_t* rows, int64_t nrows, int64_t row_elems,
                                    int64_t dst_rows);
+// Two f32 -> bf16 row writes at the same rows in one launch (K and V).
+void launch_write_rows_pair_f32_bf16(void* dst0, const float* src0, void* dst1, const float* src1, const int32_t* rows,
+                                     int64_t nrows, int64_t row_elems, int64_t dst_rows);
 void launch_add_i32(int32_t* x, int64_t n, int32_t v);
 
 // Decode GEMV for bf16 weights (gemv.cu): y[n, m] = x[n, k] · W[m, k]ᵀ.

@@ -191,6 +191,20 @@ TEST_F(CudaOps, RopePairIsExact) {
   EXPECT_EQ(k.to_f32_vector(), k1.to_f32_vector());
 }
 
+// K and V rows written in one launch equal two separate writes (rows outside the store are skipped).
+TEST_F(CudaOps, WriteRowsPairIsExact) {
+  Tensor k = gpu(randn({3, 2, 64}, 62)), v = gpu(randn({3, 2, 64}, 63));
+  Tensor rows = gpu(Tensor::from_i32({5, 0, 40}, {3}));
+  Tensor dk = Tensor::zeros({16, 2, 64}, DType::BF16, Device::CUDA), dv = dk.clone();
+  Tensor ek = dk.clone(), ev = dk.clone();
+  ops::write_rows_at_pair(dk, k, dv, v, rows);
+  ops::write_rows_at(ek, k, rows);
+  ops::write_rows_at(ev, v, rows);
+  EXPECT_EQ(dk.to_f32_vector(), ek.to_f32_vector());
+  EXPECT_EQ(dv.to_f32_vector(), ev.to_f32_vector());
+  EXPECT_NE(dk.to_f32_vector(), dv.to_f32_vector());
+}
+
 // q/k/v in one multi-matrix GEMV launch equal three separate linears bit for bit, in both row
 // layouts (block per row: k = 4096; warp per row: m >= 4096 with k = 512).
 TEST_F(CudaOps, MultiMatrixGemvIsExact) {

@@ -56,8 +56,7 @@ void ContiguousLayerCache::append_at(const Tensor& k, const Tensor& v, const Ten
   INGOT_CHECK(k.dim(1) == spec_.kv_heads && k.dim(2) == spec_.head_dim && v.dim(0) == k.dim(0));
   INGOT_CHECK(k_.defined(), "append_at needs reserve_fixed first");
   // The backend rounds to the store's dtype as it writes (one kernel, not two).
-  ops::write_rows_at(k_, k.contiguous(), positions);
-  ops::write_rows_at(v_, v.contiguous(), positions);
+  ops::write_rows_at_pair(k_, k.contiguous(), v_, v.contiguous(), positions);
 }
 
 Tensor ContiguousLayerCache::attend_upto(const Tensor& q, AttnParams p, const Tensor& kv_len) const {

@@ -112,15 +112,17 @@ std::vector<kv::LayerSpec> DecoderModel::cache_layout() const {
 Tensor DecoderModel::attention_block(const Layer& L, int li, const Tensor& h, const Tensor& positions,
                                      const BatchInput& in) {
   const int64_t N = h.dim(0), H = cfg_.num_attention_heads, KV = cfg_.num_key_value_heads, D = cfg_.head_dim;
-  Tensor q = ops::linear(h, L.wq, opt_.qkv_bias ? &L.bq : nullptr).reshape({N, H, D});
-  Tensor k = ops::linear(h, L.wk, opt_.qkv_bias ? &L.bk : nullptr).reshape({N, KV, D});
-  Tensor v = ops::linear(h, L.wv, opt_.qkv_bias ? &L.bv : nullptr).reshape({N, KV, D});
+  std::vector<const Tensor*> qkv_bias;
+  if (opt_.qkv_bias) qkv_bias = {&L.bq, &L.bk, &L.bv};
+  std::vector<Tensor> qkv = ops::linear_many(h, {&L.wq, &L.wk, &L.wv}, qkv_bias);
+  Tensor q = qkv[0].reshape({N, H, D});
+  Tensor k = qkv[1].reshape({N, KV, D});
+  Tensor v = qkv[2].reshape({N, KV, D});
   if (opt_.qk_norm) {
     q = ops::rms_norm(q, L.q_norm, static_cast<float>(cfg_.rms_norm_eps));
     k = ops::rms_norm(k, L.k_norm, static_cast<float>(cfg_.rms_norm_eps));
   }
-  ops::rope_inplace(q, positions, rope_);
-  ops::rope_inplace(k, positions, rope_);
+  ops::rope_pair_inplace(q, k, positions, rope_);
   AttnParams ap;
   ap.scale = 1.0f / std::sqrt(static_cast<float>(D));
   ap.window = cache_layout()[static_cast<size_t>(li)].window;

@@ -34,9 +34,27 @@ Tensor Backend::glu_linear(GluOp op, const Tensor& x, const Weight& gate, const 
   return glu(op, linear(x, gate, gate_bias), linear(x, up, up_bias));
 }
 
+std::vector<Tensor> Backend::linear_many(const Tensor& x, const std::vector<const Weight*>& w,
+                                         const std::vector<const Tensor*>& bias) {
+  std::vector<Tensor> out;
+  out.reserve(w.size());
+  for (size_t i = 0; i < w.size(); ++i) out.push_back(linear(x, *w[i], i < bias.size() ? bias[i] : nullptr));
+  return out;
+}
+
+void Backend::rope_pair_inplace(Tensor& a, Tensor& b, const Tensor& positions, const RopeSpec& spec) {
+  rope_inplace(a, positions, spec);
+  rope_inplace(b, positions, spec);
+}
+
 std::unique_ptr<StepGraph> Backend::capture_step(const std::function<void()>&) { return nullptr; }
 void Backend::write_rows_at(Tensor&, const Tensor&, const Tensor&) {
   fail(ErrorKind::Unsupported, "write_rows_at is not implemented on ", device_name(device()));
+}
+void Backend::write_rows_at_pair(Tensor& dst0, const Tensor& src0, Tensor& dst1, const Tensor& src1,
+                                 const Tensor& rows) {
+  write_rows_at(dst0, src0, rows);
+  write_rows_at(dst1, src1, rows);
 }
 void Backend::add_i32_inplace(Tensor&, int32_t) {
   fail(ErrorKind::Unsupported, "add_i32_inplace is not implemented on ", device_name(device()));

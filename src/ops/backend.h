@@ -112,12 +112,23 @@ class Backend {
   virtual Tensor glu_linear(GluOp op, const Tensor& x, const Weight& gate, const Weight& up, const Tensor* gate_bias,
                             const Tensor* up_bias);
 
+  // [linear(x, w[i], bias[i]) for each i]: several weights reading one input (q/k/v), which a
+  // backend may read in one launch. bias may be empty or hold null entries.
+  virtual std::vector<Tensor> linear_many(const Tensor& x, const std::vector<const Weight*>& w,
+                                          const std::vector<const Tensor*>& bias);
+
+  // rope_inplace(a, ...) then rope_inplace(b, ...) at the same positions (q and k).
+  virtual void rope_pair_inplace(Tensor& a, Tensor& b, const Tensor& positions, const RopeSpec& spec);
+
   // ---- Graph-replayable steps (runtime/step_graph.h). Backends that cannot
   // capture return nullptr from capture_step and report the rest unsupported.
   // Records the device work `step` queues into a graph; nothing runs until replay().
   virtual std::unique_ptr<StepGraph> capture_step(const std::function<void()>& step);
   // dst[rows[i]] = src[i] along dim 0; rows is i32 [len] on the device.
   virtual void write_rows_at(Tensor& dst, const Tensor& src, const Tensor& rows);
+  // write_rows_at(dst0, src0, rows) then write_rows_at(dst1, src1, rows) (K and V rows).
+  virtual void write_rows_at_pair(Tensor& dst0, const Tensor& src0, Tensor& dst1, const Tensor& src1,
+                                  const Tensor& rows);
   // x += v elementwise, x int32 in place.
   virtual void add_i32_inplace(Tensor& x, int32_t v);
 };

@@ -60,7 +60,18 @@ inline Tensor glu_linear(GluOp op, const Tensor& x, const Weight& gate, const We
                          const Tensor* gate_bias = nullptr, const Tensor* up_bias = nullptr) {
   return be(x).glu_linear(op, x, gate, up, gate_bias, up_bias);
 }
+inline std::vector<Tensor> linear_many(const Tensor& x, const std::vector<const Weight*>& w,
+                                       const std::vector<const Tensor*>& bias = {}) {
+  return be(x).linear_many(x, w, bias);
+}
+inline void rope_pair_inplace(Tensor& a, Tensor& b, const Tensor& positions, const RopeSpec& spec) {
+  be(a).rope_pair_inplace(a, b, positions, spec);
+}
 inline void write_rows_at(Tensor& dst, const Tensor& src, const Tensor& rows) { be(dst).write_rows_at(dst, src, rows); }
+inline void write_rows_at_pair(Tensor& dst0, const Tensor& src0, Tensor& dst1, const Tensor& src1,
+                               const Tensor& rows) {
+  be(dst0).write_rows_at_pair(dst0, src0, dst1, src1, rows);
+}
 inline void add_i32_inplace(Tensor& x, int32_t v) { be(x).add_i32_inplace(x, v); }
 
 }  // namespace ingot::ops

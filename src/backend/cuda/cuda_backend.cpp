@@ -36,6 +36,15 @@ bool gemv_enabled() {
   return on;
 }
 
+// INGOT_CUDA_FUSE_QKV=0 keeps q/k/v and the two ropes as separate launches (to measure the fused forms).
+bool fuse_qkv() {
+  static const bool on = [] {
+    const char* e = std::getenv("INGOT_CUDA_FUSE_QKV");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return on;
+}
+
 int64_t rows_of(const Tensor& t) { return t.ndim() ? t.numel() / t.dim(-1) : 1; }
 
 cudaDataType_t cuda_type(DType t) {
@@ -108,6 +117,33 @@ class CudaBackend final : public Backend {
     return Backend::glu_linear(op, x_in, gate, up, gb, ub);
   }
 
+  // q/k/v (or any weights on one input) in one GEMV launch when each would take the GEMV alone.
+  std::vector<Tensor> linear_many(const Tensor& x_in, const std::vector<const Weight*>& w,
+                                  const std::vector<const Tensor*>& bias) override {
+    GemvSegments seg{};
+    bool fused = fuse_qkv() && !w.empty() && w.size() <= 3;
+    for (size_t i = 0; fused && i < w.size(); ++i) {
+      fused = gemv_fits(x_in, *w[i]) && !(i < bias.size() && bias[i] && bias[i]->defined());
+      if (fused) {
+        seg.w[i] = w[i]->data.raw();
+        seg.ldw[i] = w[i]->data.stride(0);
+        seg.m[i] = w[i]->rows();
+      }
+    }
+    seg.count = static_cast<int>(w.size());
+    if (!fused || !gemv_bf16_multi_applies(seg, x_in.dim(-1))) return Backend::linear_many(x_in, w, bias);
+    Tensor x = dev_f32(x_in);
+    std::vector<Tensor> out;
+    for (size_t i = 0; i < w.size(); ++i) {
+      std::vector<int64_t> shape = x.shape().vec();
+      shape.back() = seg.m[i];
+      out.push_back(Tensor::empty(Shape(shape), DType::F32, Device::CUDA));
+      seg.y[i] = out.back().data<float>();
+    }
+    launch_gemv_bf16_multi(seg, x.data<float>(), rows_of(x), x.dim(-1));
+    return out;
+  }
+
   // True when linear(x, w) would take the decode GEMV.
   static bool gemv_fits(const Tensor& x, const Weight& w) {
     if (w.is_affine() || w.dtype() != DType::BF16 || !gemv_enabled() || x.device() != Device::CUDA ||
@@ -170,6 +206,17 @@ class CudaBackend final : public Backend {
     launch_layer_norm(x.data<float>(), w.data<float>(), b.defined() ? b.data<float>() : nullptr, y.data<float>(),
                       rows_of(x), x.dim(-1), eps);
     return y;
+  }
+
+  void rope_pair_inplace(Tensor& a, Tensor& b, const Tensor& positions, const RopeSpec& spec) override {
+    auto fits = [](const Tensor& x) {
+      return x.device() == Device::CUDA && x.dtype() == DType::F32 && x.is_contiguous() && x.ndim() == 3;
+    };
+    if (!fuse_qkv() || !fits(a) || !fits(b) || a.dim(0) != b.dim(0) || a.dim(2) != b.dim(2))
+      return Backend::rope_pair_inplace(a, b, positions, spec);
+    Tensor pos = positions.to(Device::CUDA).contiguous();
+    launch_rope_pair(a.data<float>(), a.dim(1), b.data<float>(), b.dim(1), pos.data<int32_t>(), a.dim(0), a.dim(2),
+                     spec);
   }
 
   void rope_inplace(Tensor& x, const Tensor& positions, const RopeSpec& spec) override {
@@ -265,6 +312,22 @@ class CudaBackend final : public Backend {
   }
 
   std::unique_ptr<StepGraph> capture_step(const std::function<void()>& step) override { return capture(step); }
+
+  void write_rows_at_pair(Tensor& dst0, const Tensor& src0, Tensor& dst1, const Tensor& src1,
+                          const Tensor& rows_in) override {
+    auto fits = [](const Tensor& d, const Tensor& s) {
+      return d.device() == Device::CUDA && d.is_contiguous() && d.ndim() >= 1 && d.dtype() == DType::BF16 &&
+             s.device() == Device::CUDA && s.dtype() == DType::F32 && s.is_contiguous() && s.ndim() >= 1 &&
+             d.dim(0) > 0 && s.dim(0) > 0 && s.numel() / s.dim(0) == d.numel() / d.dim(0);
+    };
+    if (!fuse_qkv() || !fits(dst0, src0) || !fits(dst1, src1) || dst0.dim(0) != dst1.dim(0) ||
+        src0.dim(0) != src1.dim(0) || dst0.numel() != dst1.numel())
+      return Backend::write_rows_at_pair(dst0, src0, dst1, src1, rows_in);
+    Tensor rows = rows_in.to(Device::CUDA).contiguous();
+    INGOT_CHECK(rows.dtype() == DType::I32 && rows.numel() == src0.dim(0), "write_rows_at_pair: ", rows.describe());
+    launch_write_rows_pair_f32_bf16(dst0.raw(), src0.data<float>(), dst1.raw(), src1.data<float>(),
+                                    rows.data<int32_t>(), src0.dim(0), dst0.numel() / dst0.dim(0), dst0.dim(0));
+  }
 
   void write_rows_at(Tensor& dst, const Tensor& src_in, const Tensor& rows_in) override {
     INGOT_CHECK(dst.device() == Device::CUDA && dst.is_contiguous() && dst.ndim() >= 1);

@@ -229,6 +229,59 @@ void launch_mode(const void* w_raw, const void* w2_raw, int64_t ldw, const float
   CUDA_LAUNCH_OK();
 }
 
+// Up to three weights sharing one input (q/k/v) in one launch: the rows of
+// the three matrices are numbered one after another and each warp (or block)
+// finds its matrix, then sums exactly as gemv_bf16_kernel's plain mode does
+// for that matrix alone, so each output equals a separate launch bit for bit.
+template <int N, int WPR>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_bf16_multi_kernel(GemvSegments s, const float* __restrict__ x,
+                                                                             int64_t k) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int64_t row = int64_t(blockIdx.x) * (kWarpsPerBlock / WPR) + warp / WPR;
+  const int part = (warp % WPR) * 32 + lane;
+  constexpr int kStride = 32 * WPR;
+  // Selects by comparisons rather than a dynamic index, which would copy s to local memory.
+  const int64_t m0 = s.m[0], m01 = s.m[0] + s.m[1];
+  const int seg = row < m0 ? 0 : row < m01 ? 1 : 2;
+  row -= seg == 0 ? 0 : seg == 1 ? m0 : m01;
+  const int64_t m = seg == 0 ? s.m[0] : seg == 1 ? s.m[1] : s.m[2];
+  if (seg >= s.count || row >= m) return;  // (WPR > 1: the grid holds whole rows only, so the block leaves together)
+  const auto* w = static_cast<const __nv_bfloat16*>(seg == 0 ? s.w[0] : seg == 1 ? s.w[1] : s.w[2]);
+  const int64_t ldw = seg == 0 ? s.ldw[0] : seg == 1 ? s.ldw[1] : s.ldw[2];
+  float* y = seg == 0 ? s.y[0] : seg == 1 ? s.y[1] : s.y[2];
+  float acc[N];
+#pragma unroll
+  for (int r = 0; r < N; ++r) acc[r] = 0.0f;
+  dot_rows<N, kStride>(reinterpret_cast<const uint4*>(w + row * ldw), x, k, part, acc);
+  __shared__ float partial[WPR > 1 ? N * kWarpsPerBlock : 1];
+  reduce_row<N, WPR>(acc, partial, lane, warp);
+  if constexpr (WPR == 1) {
+    if (lane == 0) {
+#pragma unroll
+      for (int r = 0; r < N; ++r) y[r * m + row] = acc[r];
+    }
+  } else {
+    __syncthreads();
+    if (threadIdx.x < N) {
+      float v = 0;
+      for (int q = 0; q < WPR; ++q) v += partial[threadIdx.x * kWarpsPerBlock + q];
+      y[threadIdx.x * m + row] = v;
+    }
+  }
+}
+
+template <int N>
+void launch_multi_n(const GemvSegments& s, bool per_block, const float* x, int64_t k) {
+  int64_t total = 0;
+  for (int i = 0; i < s.count; ++i) total += s.m[i];
+  if (per_block) {
+    gemv_bf16_multi_kernel<N, kWarpsPerBlock><<<static_cast<unsigned>(total), kWarpsPerBlock * 32, 0, stream()>>>(s, x, k);
+  } else {
+    unsigned grid = static_cast<unsigned>((total + kWarpsPerBlock - 1) / kWarpsPerBlock);
+    gemv_bf16_multi_kernel<N, 1><<<grid, kWarpsPerBlock * 32, 0, stream()>>>(s, x, k);
+  }
+}
+
 }  // namespace
 
 bool gemv_bf16_applies(const void* w, int64_t ldw, const float* x, int64_t n, int64_t k) {
@@ -248,6 +301,35 @@ void launch_gemv_bf16_residual(const void* w, int64_t ldw, const float* x, const
 void launch_gemv_bf16_swiglu(const void* gate, const void* up, int64_t ldw, const float* x, float* y, int64_t n,
                              int64_t m, int64_t k) {
   launch_mode<kSwiGlu>(gate, up, ldw, x, nullptr, y, n, m, k);
+}
+
+}  // namespace ingot::cuda
+
+namespace ingot::cuda {
+
+bool gemv_bf16_multi_applies(const GemvSegments& s, int64_t k) {
+  if (s.count < 1 || s.count > 3) return false;
+  for (int i = 0; i < s.count; ++i) {
+    if (s.m[i] <= 0) return false;
+    if (block_per_row(s.m[i], k) != block_per_row(s.m[0], k)) return false;
+  }
+  return true;
+}
+
+void launch_gemv_bf16_multi(const GemvSegments& s, const float* x, int64_t n, int64_t k) {
+  const bool per_block = block_per_row(s.m[0], k) && !gemv_one_warp_per_row();
+  switch (n) {
+    case 1: launch_multi_n<1>(s, per_block, x, k); break;
+    case 2: launch_multi_n<2>(s, per_block, x, k); break;
+    case 3: launch_multi_n<3>(s, per_block, x, k); break;
+    case 4: launch_multi_n<4>(s, per_block, x, k); break;
+    case 5: launch_multi_n<5>(s, per_block, x, k); break;
+    case 6: launch_multi_n<6>(s, per_block, x, k); break;
+    case 7: launch_multi_n<7>(s, per_block, x, k); break;
+    case 8: launch_multi_n<8>(s, per_block, x, k); break;
+    default: fail(ErrorKind::Internal, "gemv: ", n, " rows");
+  }
+  CUDA_LAUNCH_OK();
 }
 
 }  // namespace ingot::cuda

@@ -110,9 +110,15 @@ struct RopeArgs {
 
 // One block per (token, head): decode has a single token, so a block per
 // token alone left the GPU idle while one block walked every head.
-__global__ void rope_kernel(float* x, const int32_t* pos, int64_t h, int64_t d, RopeArgs a) {
+// Heads past h belong to a second tensor x2 [t, h2, d] (q and k rotated in one launch).
+__global__ void rope_kernel(float* x, int64_t h, float* x2, int64_t h2, const int32_t* pos, int64_t d, RopeArgs a) {
   int64_t t = blockIdx.x;
-  const int64_t hh = blockIdx.y;
+  int64_t hh = blockIdx.y;
+  if (hh >= h) {
+    x = x2;
+    hh -= h;
+    h = h2;
+  }
   float p = static_cast<float>(pos[t]);
   for (int j = threadIdx.x; j < a.half; j += blockDim.x) {
     float f = p * a.inv_freq[j];
@@ -368,6 +374,11 @@ void launch_layer_norm(const float* x, const float* w, const float* b, float* y,
 }
 
 void launch_rope(float* x, const int32_t* pos, int64_t t, int64_t h, int64_t d, const RopeSpec& spec) {
+  launch_rope_pair(x, h, nullptr, 0, pos, t, d, spec);
+}
+
+void launch_rope_pair(float* x, int64_t h, float* x2, int64_t h2, const int32_t* pos, int64_t t, int64_t d,
+                      const RopeSpec& spec) {
   if (t == 0) return;
   RopeArgs a{};
   a.half = spec.rotary_dim / 2;
@@ -375,8 +386,8 @@ void launch_rope(float* x, const int32_t* pos, int64_t t, int64_t h, int64_t d, 
   for (int i = 0; i < a.half; ++i) a.inv_freq[i] = spec.inv_freq[static_cast<size_t>(i)];
   a.scaling = spec.attention_scaling;
   a.interleaved = spec.interleaved;
-  rope_kernel<<<dim3(static_cast<unsigned>(t), static_cast<unsigned>(h)), std::min(128, std::max(32, a.half)), 0,
-                stream()>>>(x, pos, h, d, a);
+  rope_kernel<<<dim3(static_cast<unsigned>(t), static_cast<unsigned>(h + h2)), std::min(128, std::max(32, a.half)),
+                0, stream()>>>(x, h, x2, h2, pos, d, a);
   CUDA_LAUNCH_OK();
 }
 

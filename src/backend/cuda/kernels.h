@@ -14,6 +14,9 @@ void launch_embedding(const void* table, DType tdt, int64_t row_stride, const in
 void launch_rms_norm(const float* x, const float* w, float* y, int64_t n, int64_t d, float eps, bool unit_offset);
 void launch_layer_norm(const float* x, const float* w, const float* b, float* y, int64_t n, int64_t d, float eps);
 void launch_rope(float* x, const int32_t* pos, int64_t t, int64_t h, int64_t d, const RopeSpec& spec);
+// x [t, h, d] and x2 [t, h2, d] rotated at the same positions in one launch.
+void launch_rope_pair(float* x, int64_t h, float* x2, int64_t h2, const int32_t* pos, int64_t t, int64_t d,
+                      const RopeSpec& spec);
 void launch_softmax(const float* x, float* y, int64_t n, int64_t d);
 void launch_unary(UnaryOp op, const float* x, float* y, int64_t n);
 void launch_binary(BinaryOp op, const float* a, const float* b, float* y, int64_t n, int64_t bn);
@@ -31,6 +34,9 @@ void launch_write_rows_at(void* dst, const void* src, const int32_t* rows, int64
                           int64_t dst_rows);
 void launch_write_rows_at_f32_bf16(void* dst, const float* src, const int32_t* rows, int64_t nrows, int64_t row_elems,
                                    int64_t dst_rows);
+// Two f32 -> bf16 row writes at the same rows in one launch (K and V).
+void launch_write_rows_pair_f32_bf16(void* dst0, const float* src0, void* dst1, const float* src1, const int32_t* rows,
+                                     int64_t nrows, int64_t row_elems, int64_t dst_rows);
 void launch_add_i32(int32_t* x, int64_t n, int32_t v);
 
 // Decode GEMV for bf16 weights (gemv.cu): y[n, m] = x[n, k] · W[m, k]ᵀ.
@@ -43,5 +49,16 @@ void launch_gemv_bf16_residual(const void* w, int64_t ldw, const float* x, const
                                int64_t m, int64_t k);
 void launch_gemv_bf16_swiglu(const void* gate, const void* up, int64_t ldw, const float* x, float* y, int64_t n,
                              int64_t m, int64_t k);
+// Up to three bf16 weights read by one launch for the same x (q/k/v): y[i] = x · w[i]ᵀ, each
+// bit-identical to launch_gemv_bf16 alone. Applies when all matrices take the same GEMV shape.
+struct GemvSegments {
+  const void* w[3];
+  int64_t ldw[3];
+  float* y[3];
+  int64_t m[3];
+  int count;
+};
+bool gemv_bf16_multi_applies(const GemvSegments& s, int64_t k);
+void launch_gemv_bf16_multi(const GemvSegments& s, const float* x, int64_t n, int64_t k);
 
 }  // namespace ingot::cuda

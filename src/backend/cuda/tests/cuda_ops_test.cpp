@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <random>
+#include <tuple>
 
 #include "backend/cuda/cuda_backend.h"
 #include "ops/ops.h"
@@ -171,6 +172,54 @@ TEST_F(CudaOps, FusedResidualAndSwiGluGemvAreExact) {
       EXPECT_EQ(ops::glu_linear(GluOp::SwiGlu, x, g, u).to_f32_vector(),
                 ops::swiglu(ops::linear(x, g), ops::linear(x, u)).to_f32_vector())
           << m << " " << n;
+    }
+  }
+}
+
+// q and k rotated in one launch equal two separate ropes bit for bit.
+TEST_F(CudaOps, RopePairIsExact) {
+  RopeSpec spec;
+  spec.rotary_dim = 64;
+  for (int i = 0; i < 32; ++i) spec.inv_freq.push_back(std::pow(500000.0f, -i / 32.0f));
+  Tensor pos = gpu(Tensor::from_i32({3, 900, 4095}, {3}));
+  Tensor q = gpu(randn({3, 8, 64}, 60)), k = gpu(randn({3, 2, 64}, 61));
+  Tensor q1 = q.clone(), k1 = k.clone();
+  ops::rope_pair_inplace(q, k, pos, spec);
+  ops::rope_inplace(q1, pos, spec);
+  ops::rope_inplace(k1, pos, spec);
+  EXPECT_EQ(q.to_f32_vector(), q1.to_f32_vector());
+  EXPECT_EQ(k.to_f32_vector(), k1.to_f32_vector());
+}
+
+// K and V rows written in one launch equal two separate writes (rows outside the store are skipped).
+TEST_F(CudaOps, WriteRowsPairIsExact) {
+  Tensor k = gpu(randn({3, 2, 64}, 62)), v = gpu(randn({3, 2, 64}, 63));
+  Tensor rows = gpu(Tensor::from_i32({5, 0, 40}, {3}));
+  Tensor dk = Tensor::zeros({16, 2, 64}, DType::BF16, Device::CUDA), dv = dk.clone();
+  Tensor ek = dk.clone(), ev = dk.clone();
+  ops::write_rows_at_pair(dk, k, dv, v, rows);
+  ops::write_rows_at(ek, k, rows);
+  ops::write_rows_at(ev, v, rows);
+  EXPECT_EQ(dk.to_f32_vector(), ek.to_f32_vector());
+  EXPECT_EQ(dv.to_f32_vector(), ev.to_f32_vector());
+  EXPECT_NE(dk.to_f32_vector(), dv.to_f32_vector());
+}
+
+// q/k/v in one multi-matrix GEMV launch equal three separate linears bit for bit, in both row
+// layouts (block per row: k = 4096; warp per row: m >= 4096 with k = 512).
+TEST_F(CudaOps, MultiMatrixGemvIsExact) {
+  for (auto [mq, mkv, k] : {std::tuple<int64_t, int64_t, int64_t>{2048, 512, 2048}, {96, 32, 4096}, {4104, 4096, 512}}) {
+    Weight wq, wk, wv;
+    wq.data = gpu(randn({mq, k}, 50, 0.05f).to(DType::BF16));
+    wk.data = gpu(randn({mkv, k}, 51, 0.05f).to(DType::BF16));
+    wv.data = gpu(randn({mkv, k}, 52, 0.05f).to(DType::BF16));
+    for (int64_t n : {1, 2, 8}) {
+      Tensor x = gpu(randn({n, k}, 53));
+      std::vector<Tensor> y = ops::linear_many(x, {&wq, &wk, &wv});
+      ASSERT_EQ(y.size(), 3u);
+      EXPECT_EQ(y[0].to_f32_vector(), ops::linear(x, wq).to_f32_vector()) << mq << " " << n;
+      EXPECT_EQ(y[1].to_f32_vector(), ops::linear(x, wk).to_f32_vector()) << mq << " " << n;
+      EXPECT_EQ(y[2].to_f32_vector(), ops::linear(x, wv).to_f32_vector()) << mq << " " << n;
     }
   }
 }

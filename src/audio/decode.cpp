@@ -1,5 +1,8 @@
 #include "audio/decode.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include <cstring>
 #include <memory>
 
@@ -86,6 +89,12 @@ std::vector<float> run(Decoder& d, const std::string& name, int rate, const Deco
   rc = avcodec_open2(d.codec, dec, nullptr);
   if (rc < 0) fail(ErrorKind::BadFormat, name, ": cannot open the audio decoder (", av_err(rc), ")");
   if (d.codec->ch_layout.nb_channels <= 0) av_channel_layout_default(&d.codec->ch_layout, 1);
+  // A forged header can claim any rate: building a resampler for an absurd
+  // ratio takes seconds and gigabytes, so refuse rates no real audio has.
+  if (d.codec->sample_rate < 1000 || d.codec->sample_rate > 768000)
+    fail(ErrorKind::BadFormat, name, ": sample rate ", d.codec->sample_rate, " Hz is outside [1000, 768000]");
+  if (d.codec->ch_layout.nb_channels > 64)
+    fail(ErrorKind::BadFormat, name, ": ", d.codec->ch_layout.nb_channels, " channels (at most 64)");
   AVChannelLayout mono = AV_CHANNEL_LAYOUT_MONO;
   rc = swr_alloc_set_opts2(&d.swr, &mono, AV_SAMPLE_FMT_FLT, rate, &d.codec->ch_layout, d.codec->sample_fmt,
                            d.codec->sample_rate, 0, nullptr);
@@ -136,6 +145,9 @@ std::vector<float> run(Decoder& d, const std::string& name, int rate, const Deco
   drain(false);
   drain(true);
   if (out.empty()) fail(ErrorKind::InvalidArgument, name, ": the audio is empty");
+  // Float codecs can carry samples past full scale, or NaN/Inf: keep the
+  // documented [-1, 1] so the mel front end never sees a non-finite value.
+  for (float& x : out) x = std::isfinite(x) ? std::clamp(x, -1.0f, 1.0f) : 0.0f;
   return out;
 }
 

@@ -115,8 +115,11 @@ async def one_request(client, tally, rng, mode):
         tally.error("connection", f"{mode}: {cause!r} {getattr(cause, '__cause__', None)!r} at {time.time():.3f}")
 
 
-async def client_loop(client, tally, rng, deadline, budget):
+async def client_loop(client, tally, rng, deadline, budget, only=None):
     while time.monotonic() < deadline and tally.issued < budget:
+        if only:
+            await one_request(client, tally, rng, only)
+            continue
         r = rng.random()
         if r < 0.40:
             await one_request(client, tally, rng, "stream")
@@ -128,12 +131,12 @@ async def client_loop(client, tally, rng, deadline, budget):
             await asyncio.gather(*[one_request(client, tally, rng, "plain") for _ in range(rng.randrange(4, 12))])
 
 
-async def run(url, clients, duration, max_requests, seed=0):
+async def run(url, clients, duration, max_requests, seed=0, only=None):
     tally = Tally()
     client = openai.AsyncOpenAI(base_url=url + "/v1", api_key="x", max_retries=0, timeout=120.0)
     deadline = time.monotonic() + duration
     t0 = time.monotonic()
-    await asyncio.gather(*[client_loop(client, tally, random.Random(seed * 1000 + i), deadline, max_requests)
+    await asyncio.gather(*[client_loop(client, tally, random.Random(seed * 1000 + i), deadline, max_requests, only)
                            for i in range(clients)])
     await client.close()
     tally.elapsed = time.monotonic() - t0
@@ -149,12 +152,13 @@ def metrics(url):
     return out
 
 
-def soak(server, clients, duration, max_requests, settle=3.0, warmup_s=3.0):
+def soak(server, clients, duration, max_requests, settle=3.0, warmup_s=3.0, only=None):
     """Runs warm-up, the soak and a settle period; returns a report dict."""
-    asyncio.run(run(server.url, clients, warmup_s, max_requests))  # pools, arenas and caches reach steady state
+    # Warm-up: pools, arenas and caches reach their steady state before the baseline.
+    asyncio.run(run(server.url, clients, warmup_s, max_requests, only=only))
     time.sleep(settle)
     base = rss_bytes(server.proc.pid)
-    t = asyncio.run(run(server.url, clients, duration, max_requests, seed=1))
+    t = asyncio.run(run(server.url, clients, duration, max_requests, seed=1, only=only))
     deadline = time.time() + 30
     while time.time() < deadline:
         m = metrics(server.url)
@@ -186,6 +190,7 @@ def main():
     ap.add_argument("--max-concurrency", type=int, default=8)
     ap.add_argument("--max-queue", type=int, default=16)
     ap.add_argument("--rss-bound-mb", type=float, default=64)
+    ap.add_argument("--only", choices=["stream", "plain", "disconnect"], help="one kind of request instead of the mix")
     ap.add_argument("--server-arg", action="append", default=[], help="extra `ingot serve` argument (repeatable)")
     args = ap.parse_args()
     sup = server_support()
@@ -195,7 +200,7 @@ def main():
         server = sup.Server(args.ingot, model, "--max-concurrency", str(args.max_concurrency),
                         "--max-queue", str(args.max_queue), *args.server_arg)
         try:
-            report = soak(server, args.clients, args.duration, args.max_requests)
+            report = soak(server, args.clients, args.duration, args.max_requests, only=args.only)
         finally:
             server.stop()
         report["exit_code"] = server.proc.returncode

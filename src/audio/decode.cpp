@@ -11,6 +11,7 @@
 extern "C" {
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
+#include <libavutil/mem.h>
 #include <libavutil/opt.h>
 #include <libswresample/swresample.h>
 }
@@ -69,7 +70,18 @@ struct Decoder {
   }
 };
 
+// Demuxers trust chunk sizes in headers (a RIFF LIST chunk claiming 2.7 GB
+// made the WAV reader allocate that much). No real audio needs one FFmpeg
+// allocation this large; a bigger request fails inside FFmpeg as ENOMEM.
+void limit_ffmpeg_allocations() { av_max_alloc(256u << 20); }
+
 std::vector<float> run(Decoder& d, const std::string& name, int rate, const DecodeLimits& lim) {
+  // Probing decodes a little of every stream: a header claiming thousands of
+  // channels would make FFmpeg allocate gigabytes first, so check the header.
+  for (unsigned i = 0; i < d.fmt->nb_streams; ++i)
+    if (d.fmt->streams[i]->codecpar->ch_layout.nb_channels > 64)
+      fail(ErrorKind::BadFormat, name, ": ", d.fmt->streams[i]->codecpar->ch_layout.nb_channels,
+           " channels (at most 64)");
   int rc = avformat_find_stream_info(d.fmt, nullptr);
   if (rc < 0) fail(ErrorKind::BadFormat, name, ": not a readable media file (", av_err(rc), ")");
   int stream = av_find_best_stream(d.fmt, AVMEDIA_TYPE_AUDIO, -1, -1, nullptr, 0);
@@ -155,6 +167,7 @@ std::vector<float> run(Decoder& d, const std::string& name, int rate, const Deco
 
 std::vector<float> decode_file(const std::string& path, int rate, const DecodeLimits& lim) {
   av_log_set_level(AV_LOG_QUIET);
+  limit_ffmpeg_allocations();
   Decoder d;
   int rc = avformat_open_input(&d.fmt, path.c_str(), nullptr, nullptr);
   if (rc < 0) {
@@ -166,6 +179,7 @@ std::vector<float> decode_file(const std::string& path, int rate, const DecodeLi
 
 std::vector<float> decode_memory(const std::string& bytes, int rate, const DecodeLimits& lim) {
   av_log_set_level(AV_LOG_QUIET);
+  limit_ffmpeg_allocations();
   if (bytes.empty()) fail(ErrorKind::InvalidArgument, "the audio file is empty");
   Decoder d;
   MemoryReader reader{&bytes};

@@ -38,7 +38,7 @@ struct ServeFlags {
   int64_t max_queue = 256;
   double memory_budget_gb = 0;
   int64_t ctx = 0;
-  bool cors = false;
+  std::string cors;
   double max_body_mb = 16;
   std::string served_model_name;
   std::string tool_parser = "auto";
@@ -176,7 +176,7 @@ int run_serve(const ServeFlags& f) {
   so.host = f.host;
   so.port = f.port;
   so.api_key = f.api_key;
-  so.cors = f.cors;
+  so.cors_origin = f.cors;
   so.max_body_bytes = static_cast<size_t>(f.max_body_mb * 1024 * 1024);
   so.context_length = f.ctx > 0 ? f.ctx : model_ctx;
   if (so.context_length <= 0) so.context_length = 4096;
@@ -240,7 +240,8 @@ void register_serve(CLI::App& app) {
   sub->add_option("--max-queue", f->max_queue, "waiting requests beyond which new ones get 429")->capture_default_str();
   sub->add_option("--memory-budget", f->memory_budget_gb, "GB for weights + KV cache (0: machine memory)");
   sub->add_option("--ctx", f->ctx, "context length (0: the model's)");
-  sub->add_flag("--cors", f->cors, "send Access-Control-Allow-Origin: * and answer preflights");
+  sub->add_option("--cors", f->cors, "allow browser requests from ORIGIN ('*' for any; comma-separated list; default off)")
+      ->type_name("ORIGIN");
   sub->add_option("--max-body-mb", f->max_body_mb, "largest request body in MiB")->capture_default_str();
   sub->add_option("--served-model-name", f->served_model_name, "model id reported and accepted (default: --model)");
   sub->add_option("--tool-parser", f->tool_parser, "auto, none, hermes, llama3_json, mistral or gemma")->capture_default_str();

@@ -162,6 +162,7 @@ int run_serve(const ServeFlags& f) {
   eo.memory_budget_gb = f.memory_budget_gb;
   eo.kv = f.model.kv;
   if (f.prompt_cache_size == 0) eo.prefix_cache = false;
+  if (f.prompt_cache_size > 0) eo.prefix_cache_entries = f.prompt_cache_size;
   auto decoder = std::make_shared<TokenizerDecoder>(*tok);
   auto eng = speech_only ? no_text_engine() : engine::start_engine(*model, eo, decoder, eos);
 
@@ -255,7 +256,7 @@ void register_serve(CLI::App& app) {
   sub->add_option("--draft-model", f->draft_model, "draft model for speculative decoding (not supported yet)");
   sub->add_option("--chat-template", f->chat_template, "chat template: a file or the template text");
   sub->add_option("--chat-template-args", f->chat_template_args, "JSON object of extra template variables");
-  sub->add_option("--prompt-cache-size", f->prompt_cache_size, "0 turns the prefix cache off");
+  sub->add_option("--prompt-cache-size", f->prompt_cache_size, "cached prompts kept (LRU, default 64); 0 turns the prefix cache off");
   sub->add_option("--audio-model", f->audio_model, "Whisper checkpoint served at /v1/audio/* beside the chat model");
   sub->add_option("--audio-queue", f->audio_queue, "transcriptions waiting beyond which new ones get 429")
       ->capture_default_str();

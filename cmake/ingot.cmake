@@ -6,8 +6,16 @@ if(INGOT_WERROR)
 endif()
 
 if(INGOT_SANITIZE)
-  add_compile_options(-fsanitize=${INGOT_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
-  add_link_options(-fsanitize=${INGOT_SANITIZE})
+  # Any finding stops the test that hit it (no report-and-continue).
+  add_compile_options(-fsanitize=${INGOT_SANITIZE} -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  add_link_options(-fsanitize=${INGOT_SANITIZE} -fno-sanitize-recover=all)
+endif()
+if(INGOT_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "INGOT_FUZZ needs clang (libFuzzer)")
+  endif()
+  # Coverage for the fuzzer in every library; only fuzz/ targets link its main().
+  add_compile_options(-fsanitize=fuzzer-no-link)
 endif()
 
 # ingot_module(NAME SOURCES a.cpp b.cpp DEPS other_module ...)

@@ -9,3 +9,5 @@ export INGOT_BIN="$root/build/src/cli/ingot"
 export INGOT_SHARED="${INGOT_SHARED:-$root/../shared}"
 ctest --test-dir build --output-on-failure -LE gpu -j"$(nproc)"
 python3 -m pytest -q tests
+# Sanitizer builds (ASan+UBSan, TSan) and short fuzz runs: docs/reliability.md.
+bash scripts/test-sanitizers.sh

@@ -124,6 +124,7 @@ struct EngineOptions {
   std::string kv = "paged";         // contiguous | paged | kv8 | kv4
   bool prefix_cache = true;
   int64_t prefix_cache_blocks = 0;  // 0: bounded by the memory budget
+  int64_t prefix_cache_entries = 64;  // distinct cached prompts kept (LRU); 0: no count limit
 };
 
 struct Stats {
@@ -133,6 +134,10 @@ struct Stats {
   int64_t prefix_hit_tokens = 0, prefix_lookup_tokens = 0;
   int64_t kv_blocks_used = 0, kv_blocks_total = 0;
   double kv_bytes_used = 0;
+  int64_t prefix_entries = 0;
+  // The shared paged pool (paged kinds only): bytes of blocks held by any
+  // sequence or prefix entry, and bytes of blocks allocated at all.
+  double kv_pool_used_bytes = 0, kv_pool_allocated_bytes = 0;
 };
 
 // Detokenization the engine uses for stop strings and TokenEvent::text.

@@ -1,5 +1,8 @@
 #include "audio/decode.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include <cstring>
 #include <memory>
 
@@ -8,6 +11,7 @@
 extern "C" {
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
+#include <libavutil/mem.h>
 #include <libavutil/opt.h>
 #include <libswresample/swresample.h>
 }
@@ -66,7 +70,18 @@ struct Decoder {
   }
 };
 
+// Demuxers trust chunk sizes in headers (a RIFF LIST chunk claiming 2.7 GB
+// made the WAV reader allocate that much). No real audio needs one FFmpeg
+// allocation this large; a bigger request fails inside FFmpeg as ENOMEM.
+void limit_ffmpeg_allocations() { av_max_alloc(256u << 20); }
+
 std::vector<float> run(Decoder& d, const std::string& name, int rate, const DecodeLimits& lim) {
+  // Probing decodes a little of every stream: a header claiming thousands of
+  // channels would make FFmpeg allocate gigabytes first, so check the header.
+  for (unsigned i = 0; i < d.fmt->nb_streams; ++i)
+    if (d.fmt->streams[i]->codecpar->ch_layout.nb_channels > 64)
+      fail(ErrorKind::BadFormat, name, ": ", d.fmt->streams[i]->codecpar->ch_layout.nb_channels,
+           " channels (at most 64)");
   int rc = avformat_find_stream_info(d.fmt, nullptr);
   if (rc < 0) fail(ErrorKind::BadFormat, name, ": not a readable media file (", av_err(rc), ")");
   int stream = av_find_best_stream(d.fmt, AVMEDIA_TYPE_AUDIO, -1, -1, nullptr, 0);
@@ -89,6 +104,12 @@ std::vector<float> run(Decoder& d, const std::string& name, int rate, const Deco
   rc = avcodec_open2(d.codec, dec, nullptr);
   if (rc < 0) fail(ErrorKind::BadFormat, name, ": cannot open the audio decoder (", av_err(rc), ")");
   if (d.codec->ch_layout.nb_channels <= 0) av_channel_layout_default(&d.codec->ch_layout, 1);
+  // A forged header can claim any rate: building a resampler for an absurd
+  // ratio takes seconds and gigabytes, so refuse rates no real audio has.
+  if (d.codec->sample_rate < 1000 || d.codec->sample_rate > 768000)
+    fail(ErrorKind::BadFormat, name, ": sample rate ", d.codec->sample_rate, " Hz is outside [1000, 768000]");
+  if (d.codec->ch_layout.nb_channels > 64)
+    fail(ErrorKind::BadFormat, name, ": ", d.codec->ch_layout.nb_channels, " channels (at most 64)");
   AVChannelLayout mono = AV_CHANNEL_LAYOUT_MONO;
   rc = swr_alloc_set_opts2(&d.swr, &mono, AV_SAMPLE_FMT_FLT, rate, &d.codec->ch_layout, d.codec->sample_fmt,
                            d.codec->sample_rate, 0, nullptr);
@@ -139,6 +160,9 @@ std::vector<float> run(Decoder& d, const std::string& name, int rate, const Deco
   drain(false);
   drain(true);
   if (out.empty()) fail(ErrorKind::InvalidArgument, name, ": the audio is empty");
+  // Float codecs can carry samples past full scale, or NaN/Inf: keep the
+  // documented [-1, 1] so the mel front end never sees a non-finite value.
+  for (float& x : out) x = std::isfinite(x) ? std::clamp(x, -1.0f, 1.0f) : 0.0f;
   return out;
 }
 
@@ -146,6 +170,7 @@ std::vector<float> run(Decoder& d, const std::string& name, int rate, const Deco
 
 std::vector<float> decode_file(const std::string& path, int rate, const DecodeLimits& lim) {
   av_log_set_level(AV_LOG_QUIET);
+  limit_ffmpeg_allocations();
   Decoder d;
   int rc = avformat_open_input(&d.fmt, path.c_str(), nullptr, nullptr);
   if (rc < 0) {
@@ -157,6 +182,7 @@ std::vector<float> decode_file(const std::string& path, int rate, const DecodeLi
 
 std::vector<float> decode_memory(const std::string& bytes, int rate, const DecodeLimits& lim) {
   av_log_set_level(AV_LOG_QUIET);
+  limit_ffmpeg_allocations();
   if (bytes.empty()) fail(ErrorKind::InvalidArgument, "the audio file is empty");
   Decoder d;
   MemoryReader reader{&bytes};

@@ -38,7 +38,7 @@ struct ServeFlags {
   int64_t max_queue = 256;
   double memory_budget_gb = 0;
   int64_t ctx = 0;
-  bool cors = false;
+  std::string cors;
   double max_body_mb = 16;
   std::string served_model_name;
   std::string tool_parser = "auto";
@@ -162,6 +162,7 @@ int run_serve(const ServeFlags& f) {
   eo.memory_budget_gb = f.memory_budget_gb;
   eo.kv = f.model.kv;
   if (f.prompt_cache_size == 0) eo.prefix_cache = false;
+  if (f.prompt_cache_size > 0) eo.prefix_cache_entries = f.prompt_cache_size;
   auto decoder = std::make_shared<TokenizerDecoder>(*tok);
   auto eng = speech_only ? no_text_engine() : engine::start_engine(*model, eo, decoder, eos);
 
@@ -176,7 +177,7 @@ int run_serve(const ServeFlags& f) {
   so.host = f.host;
   so.port = f.port;
   so.api_key = f.api_key;
-  so.cors = f.cors;
+  so.cors_origin = f.cors;
   so.max_body_bytes = static_cast<size_t>(f.max_body_mb * 1024 * 1024);
   so.context_length = f.ctx > 0 ? f.ctx : model_ctx;
   if (so.context_length <= 0) so.context_length = 4096;
@@ -240,7 +241,8 @@ void register_serve(CLI::App& app) {
   sub->add_option("--max-queue", f->max_queue, "waiting requests beyond which new ones get 429")->capture_default_str();
   sub->add_option("--memory-budget", f->memory_budget_gb, "GB for weights + KV cache (0: machine memory)");
   sub->add_option("--ctx", f->ctx, "context length (0: the model's)");
-  sub->add_flag("--cors", f->cors, "send Access-Control-Allow-Origin: * and answer preflights");
+  sub->add_option("--cors", f->cors, "allow browser requests from ORIGIN ('*' for any; comma-separated list; default off)")
+      ->type_name("ORIGIN");
   sub->add_option("--max-body-mb", f->max_body_mb, "largest request body in MiB")->capture_default_str();
   sub->add_option("--served-model-name", f->served_model_name, "model id reported and accepted (default: --model)");
   sub->add_option("--tool-parser", f->tool_parser, "auto, none, hermes, llama3_json, mistral or gemma")->capture_default_str();
@@ -254,7 +256,7 @@ void register_serve(CLI::App& app) {
   sub->add_option("--draft-model", f->draft_model, "draft model for speculative decoding (not supported yet)");
   sub->add_option("--chat-template", f->chat_template, "chat template: a file or the template text");
   sub->add_option("--chat-template-args", f->chat_template_args, "JSON object of extra template variables");
-  sub->add_option("--prompt-cache-size", f->prompt_cache_size, "0 turns the prefix cache off");
+  sub->add_option("--prompt-cache-size", f->prompt_cache_size, "cached prompts kept (LRU, default 64); 0 turns the prefix cache off");
   sub->add_option("--audio-model", f->audio_model, "Whisper checkpoint served at /v1/audio/* beside the chat model");
   sub->add_option("--audio-queue", f->audio_queue, "transcriptions waiting beyond which new ones get 429")
       ->capture_default_str();

@@ -5,6 +5,7 @@
 
 #include "engine/engine_impl.h"
 #include "engine/memory.h"
+#include "kv/kinds.h"
 #include "sampling/sampler.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -105,7 +106,12 @@ EngineImpl::EngineImpl(Model& model, const EngineOptions& opt, std::shared_ptr<c
   layout_ = model_.cache_layout();
   for (const auto& l : layout_) recurrent_ = recurrent_ || l.kind == kv::LayerKind::LinearState;
   kv_dtype_ = model_.kv_dtype();
-  new_cache(model_, CacheOptions{opt_.kv, {}});  // fails early on an unknown kind
+  if (opt_.prefix_cache_entries < 0) bad("prefix_cache_entries must be >= 0");
+  const bool builtin_paged = opt_.kv == "paged" || opt_.kv == "paged-direct" || opt_.kv == "kv8" || opt_.kv == "kv4";
+  if (builtin_paged && !model_.make_cache(CacheOptions{opt_.kv, {}}))
+    pool_ = kv::Pool::create(layout_, kv_dtype_, model_.device(), kv::pool_options_for(opt_.kv));
+  else
+    new_cache(model_, CacheOptions{opt_.kv, {}});  // fails early on an unknown kind
   if (opt_.prefix_cache) {
     prefix_.emplace(fingerprint(model_, opt_), kPrefixBlockTokens, recurrent_);
     prefix_cap_bytes_ = opt_.prefix_cache_blocks > 0
@@ -120,6 +126,10 @@ EngineImpl::EngineImpl(Model& model, const EngineOptions& opt, std::shared_ptr<c
 }
 
 EngineImpl::~EngineImpl() { shutdown(); }
+
+std::unique_ptr<kv::SequenceCache> EngineImpl::fresh_cache() const {
+  return pool_ ? pool_->new_sequence() : new_cache(model_, CacheOptions{opt_.kv, {}});
+}
 
 void EngineImpl::shutdown() {
   {

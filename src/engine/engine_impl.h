@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "engine/prefix_cache.h"
+#include "kv/pool.h"
 #include "ingot/engine.h"
 #include "models/model.h"
 #include "sampling/sampler.h"
@@ -83,6 +84,7 @@ class EngineImpl final : public Engine {
   void emit_token(Sequence& s, const sampling::Sampled& t);
   void update_stats();
   int64_t kv_used_bytes() const;
+  std::unique_ptr<kv::SequenceCache> fresh_cache() const;
 
   Model& model_;
   EngineOptions opt_;
@@ -94,6 +96,9 @@ class EngineImpl final : public Engine {
   std::vector<kv::LayerSpec> layout_;
   bool recurrent_ = false;  // some layer keeps a recurrent state: prefixes publish mid-prefill, exactly
   DType kv_dtype_;
+  // Paged kinds: one pool for every sequence and prefix entry, so a freed
+  // block is reused by the next sequence and an entry pins only its blocks.
+  std::shared_ptr<kv::Pool> pool_;
   std::optional<PrefixCache> prefix_;
   int64_t prefix_cap_bytes_ = 0;
 

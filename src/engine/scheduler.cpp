@@ -72,7 +72,7 @@ bool EngineImpl::try_admit(Sequence& s) {
     s.cached_prefix = hit.tokens;
     s.computed = hit.tokens;
   } else {
-    s.cache = new_cache(model_, CacheOptions{opt_.kv, {}});
+    s.cache = fresh_cache();
   }
   if (use_prefix) {
     local_.prefix_lookup_tokens += s.prompt_len;
@@ -112,8 +112,10 @@ void EngineImpl::publish_prefix(Sequence& s) {
   if (full <= s.cached_prefix || prefix_->contains_chain(s.tokens, full)) return;
   const int64_t bytes = kv_bytes_for_tokens(layout_, kv_dtype_, opt_.kv, full);
   if (bytes > prefix_cap_bytes_) return;
+  const int64_t max_entries = opt_.prefix_cache_entries;
   while (prefix_->entries() > 0 &&
-         (reserved_ + prefix_->bytes() + bytes > kv_budget_ || prefix_->bytes() + bytes > prefix_cap_bytes_))
+         (reserved_ + prefix_->bytes() + bytes > kv_budget_ || prefix_->bytes() + bytes > prefix_cap_bytes_ ||
+          (max_entries > 0 && prefix_->entries() >= max_entries)))
     prefix_->evict_one();
   if (reserved_ + prefix_->bytes() + bytes > kv_budget_) return;
   prefix_->publish(s.tokens, full, *s.cache, bytes);
@@ -287,6 +289,9 @@ void EngineImpl::update_stats() {
   stats_.kv_bytes_used = static_cast<double>(used);
   stats_.kv_blocks_used = (used + block_bytes - 1) / block_bytes;
   stats_.kv_blocks_total = kv_budget_ / block_bytes;
+  stats_.prefix_entries = prefix_ ? prefix_->entries() : 0;
+  stats_.kv_pool_used_bytes = pool_ ? static_cast<double>(pool_->used_bytes()) : 0.0;
+  stats_.kv_pool_allocated_bytes = pool_ ? static_cast<double>(pool_->allocated_bytes()) : 0.0;
 }
 
 bool EngineImpl::step() {

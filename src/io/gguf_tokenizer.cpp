@@ -13,7 +13,7 @@ namespace {
 using nlohmann::json;
 
 // llama.cpp's token types.
-constexpr int kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kByte = 6;
+constexpr int kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4;  // (6: byte tokens)
 
 const char* kLlama3Regex =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
@@ -199,7 +199,12 @@ GgufTokenizerFiles gguf_tokenizer_files(const GgufFile& g) {
   const std::string arch = g.get_string("general.architecture").value_or("");
   if (auto ctx = g.get_int(arch + ".context_length")) cfg["model_max_length"] = *ctx;
   if (auto t = g.get_string("tokenizer.chat_template")) cfg["chat_template"] = *t;
-  return {tj.dump(), cfg.dump(2)};
+  try {
+    return {tj.dump(), cfg.dump(2)};
+  } catch (const json::exception&) {
+    // A token, special token or the chat template is not valid UTF-8.
+    fail(ErrorKind::BadFormat, "GGUF tokenizer metadata holds a string that is not valid UTF-8");
+  }
 }
 
 }  // namespace ingot

@@ -20,6 +20,23 @@
 #include "kv/quant.h"
 #include "util/error.h"
 
+// Per-ISA clones dispatched by an ifunc resolver. ThreadSanitizer instruments
+// the resolver, which the loader runs before the sanitizer is set up (a crash
+// at start-up), so that build keeps the portable version only.
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define INGOT_NO_IFUNC 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define INGOT_NO_IFUNC 1
+#endif
+#ifdef INGOT_NO_IFUNC
+#define INGOT_ISA_CLONES
+#else
+#define INGOT_ISA_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+
 namespace ingot::kv {
 
 namespace {
@@ -30,7 +47,7 @@ std::map<Device, PagedAttentionFn>& kernels() {
 }
 
 // Dequantizes n rows of `dim` codes (+ per-group scale, bias) into out.
-__attribute__((target_clones("avx512f", "avx2", "default")))
+INGOT_ISA_CLONES
 void dequant_tile(KvQuant q, const uint8_t* codes, const float* params, int64_t n, int64_t dim, int64_t group,
                   size_t row_bytes, size_t row_params, float* out) {
   for (int64_t r = 0; r < n; ++r) {
@@ -53,7 +70,7 @@ void dequant_tile(KvQuant q, const uint8_t* codes, const float* params, int64_t 
   }
 }
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
+INGOT_ISA_CLONES
 void bf16_tile(const uint16_t* src, int64_t n, float* out) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
@@ -88,7 +105,7 @@ const float* load_rows(const LayerPool& lp, bool is_v, int32_t id, int64_t h, in
 }
 
 // Scores of one query row against n key rows, then the online-softmax update.
-__attribute__((target_clones("avx512f", "avx2", "default")))
+INGOT_ISA_CLONES
 void fold_block(const float* qr, const float* kt, const float* vt, int64_t n, int64_t d, int64_t dv,
                 float scale, float softcap, float* scores, float& m, float& l, float* acc) {
   float bm = -std::numeric_limits<float>::infinity();

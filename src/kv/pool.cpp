@@ -1,6 +1,7 @@
 #include "kv/pool.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 
@@ -9,6 +10,8 @@
 namespace ingot::kv {
 
 namespace {
+
+std::atomic<int64_t> g_live_slab_bytes{0};
 
 constexpr size_t kRegionAlign = 4096;  // slab regions start page-aligned (snapshot restore adopts them)
 
@@ -60,6 +63,10 @@ LayerPool::LayerPool(const LayerSpec& spec, DType elem, Device device, const Poo
   grow_locked(std::max<int64_t>(1, opt.initial_blocks));
 }
 
+LayerPool::~LayerPool() { g_live_slab_bytes -= grown_bytes_; }
+
+int64_t live_pool_slab_bytes() { return g_live_slab_bytes.load(); }
+
 size_t LayerPool::region_block_bytes(int r) const {
   switch (r) {
     case kKCodes: return kg_.block_code_bytes;
@@ -90,6 +97,8 @@ void LayerPool::grow_locked(int64_t n) {
     at = align_up(at + region_block_bytes(r) * static_cast<size_t>(n), kRegionAlign);
   }
   s.mem = allocate_storage(std::max<size_t>(at, 1), device_);
+  grown_bytes_ += static_cast<int64_t>(at);
+  g_live_slab_bytes += static_cast<int64_t>(at);
   const int32_t base = add_slab_locked(std::move(s));
   // Lowest ids first out of the free list (back of the vector).
   for (int64_t i = n - 1; i >= 0; --i) free_.push_back(base + static_cast<int32_t>(i));
@@ -231,6 +240,22 @@ size_t Pool::bytes_per_block() const {
   for (const auto& l : layers_)
     if (l)
       for (int r = 0; r < 4; ++r) n += l->region_block_bytes(r);
+  return n;
+}
+
+int64_t Pool::used_bytes() const {
+  int64_t n = 0;
+  for (const auto& l : layers_)
+    if (l)
+      for (int r = 0; r < 4; ++r) n += l->used_blocks() * static_cast<int64_t>(l->region_block_bytes(r));
+  return n;
+}
+
+int64_t Pool::allocated_bytes() const {
+  int64_t n = 0;
+  for (const auto& l : layers_)
+    if (l)
+      for (int r = 0; r < 4; ++r) n += l->total_blocks() * static_cast<int64_t>(l->region_block_bytes(r));
   return n;
 }
 

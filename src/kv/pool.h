@@ -55,6 +55,9 @@ enum Region : int { kKCodes = 0, kKParams = 1, kVCodes = 2, kVParams = 3 };
 class LayerPool {
  public:
   LayerPool(const LayerSpec& spec, DType elem, Device device, const PoolOptions& opt);
+  ~LayerPool();
+  LayerPool(const LayerPool&) = delete;
+  LayerPool& operator=(const LayerPool&) = delete;
 
   const LayerSpec& spec() const { return spec_; }
   DType elem_dtype() const { return elem_; }  // dtype of unquantized rows
@@ -115,7 +118,12 @@ class LayerPool {
   std::vector<int32_t> refs_;
   std::vector<uint8_t> frozen_;
   std::vector<int32_t> free_;
+  int64_t grown_bytes_ = 0;  // slab memory this pool allocated itself
 };
+
+// Bytes of slab memory every live LayerPool has allocated (adopted snapshot
+// slabs excluded): what the KV stores of the process hold, for leak checks.
+int64_t live_pool_slab_bytes();
 
 // All layers' pools of one model. Window (sliding) layers have no pool: their
 // sequences use a rotating store.
@@ -143,6 +151,9 @@ class Pool : public std::enable_shared_from_this<Pool> {
   int64_t total_refs() const;
   // Bytes one block index costs across every paged layer (memory budgets).
   size_t bytes_per_block() const;
+  // Bytes of blocks in use / allocated, summed over paged layers.
+  int64_t used_bytes() const;
+  int64_t allocated_bytes() const;
   // "paged/bf16/bs16", "kv8/g64/bs16": what a snapshot must match.
   std::string scheme() const;
 

@@ -102,6 +102,7 @@ void write_all(int fd, std::vector<iovec>& iov, uint64_t& at, const SnapshotWrit
       if (errno == EINTR) continue;
       fail(ErrorKind::Io, "snapshot write to ", path, ": ", std::strerror(errno));
     }
+    if (w == 0) fail(ErrorKind::Io, "snapshot write to ", path, ": no progress (device full?)");
     at += static_cast<uint64_t>(w);
     // Consume what was written (short writes resume mid-vector).
     auto left = static_cast<size_t>(w);

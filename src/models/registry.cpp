@@ -26,9 +26,11 @@ void ensure_builtin() {
   static std::once_flag once;
   std::call_once(once, [] {
     register_builtin_families();
-    for (auto& [kind, make] : kv::builtin_store_kinds())
-      register_cache_kind(kind, [make](const std::vector<kv::LayerSpec>& l, DType dt, Device d,
-                                       const CacheOptions&) { return make(l, dt, d); });
+    for (auto& entry : kv::builtin_store_kinds()) {
+      auto make = entry.second;  // a named copy: clang 14 cannot capture a structured binding
+      register_cache_kind(entry.first, [make](const std::vector<kv::LayerSpec>& l, DType dt, Device d,
+                                              const CacheOptions&) { return make(l, dt, d); });
+    }
   });
 }
 

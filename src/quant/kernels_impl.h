@@ -16,7 +16,13 @@
 
 // The instruction set applies only to the functions below, never to inline
 // functions of included headers (whose one linked copy every caller shares).
-#if INGOT_QUANT_LEVEL == 1
+// (clang has no GCC target pragma; its attribute pragma does the same.)
+#if INGOT_QUANT_LEVEL == 1 && defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#elif INGOT_QUANT_LEVEL == 2 && defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"))), \
+                             apply_to = function)
+#elif INGOT_QUANT_LEVEL == 1
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
 #elif INGOT_QUANT_LEVEL == 2
@@ -371,6 +377,8 @@ cpu::QuantKernels kernels_for(DType key) {
 
 }  // namespace ingot::quant::INGOT_QUANT_NS
 
-#if INGOT_QUANT_LEVEL > 0
+#if INGOT_QUANT_LEVEL > 0 && defined(__clang__)
+#pragma clang attribute pop
+#elif INGOT_QUANT_LEVEL > 0
 #pragma GCC pop_options
 #endif

@@ -116,10 +116,12 @@ HttpRequest to_request(const httplib::Request& r) {
   return out;
 }
 
-void apply(const HttpResponse& in, httplib::Response& res, bool cors) {
+// `allow_origin`: the CORS header value for this request ("" for none).
+void apply(const HttpResponse& in, httplib::Response& res, const std::string& allow_origin) {
   res.status = in.status;
   for (const auto& [k, v] : in.headers) res.set_header(k, v);
-  if (cors) res.set_header("Access-Control-Allow-Origin", "*");
+  if (!allow_origin.empty()) res.set_header("Access-Control-Allow-Origin", allow_origin);
+  if (!allow_origin.empty() && allow_origin != "*") res.set_header("Vary", "Origin");
   if (!in.stream) {
     res.set_content(in.body, in.content_type);
     return;
@@ -146,22 +148,43 @@ bool serve_http(Router& router, Service& svc, const std::function<void(int)>& on
   http.set_write_timeout(10, 0);
   http.set_keep_alive_timeout(10);
   http.set_tcp_nodelay(true);
-  bool cors = opt.cors;
-  auto handle = [&router, cors](const httplib::Request& req, httplib::Response& res) {
-    apply(router.dispatch(to_request(req)), res, cors);
+  const std::string cors = opt.cors_origin;
+  auto allow_origin = [cors](const httplib::Request& req) {
+    return cors_allow_origin(cors, req.get_header_value("Origin"));
   };
+  auto handle = [&router, allow_origin](const httplib::Request& req, httplib::Response& res) {
+    apply(router.dispatch(to_request(req)), res, allow_origin(req));
+  };
+  // cpp-httplib caps each header line but not their number or total size.
+  http.set_pre_routing_handler([&router](const httplib::Request& req, httplib::Response& res) {
+    size_t bytes = 0;
+    for (const auto& [k, v] : req.headers) bytes += k.size() + v.size() + 4;
+    if (req.headers.size() <= kMaxHeaderCount && bytes <= kMaxHeaderBytes)
+      return httplib::Server::HandlerResponse::Unhandled;
+    apply(router.error_response(req.path, 431, "request headers exceed the server's limits (" +
+                                std::to_string(kMaxHeaderCount) + " headers, " + std::to_string(kMaxHeaderBytes) +
+                                " bytes)"), res, "");
+    return httplib::Server::HandlerResponse::Handled;
+  });
   http.Get(".*", handle);
   http.Post(".*", handle);
   http.Put(".*", handle);
   http.Delete(".*", handle);
   http.Patch(".*", handle);
-  http.Options(".*", [cors, &router](const httplib::Request& req, httplib::Response& res) {
-    if (!cors) {
-      apply(router.error_response(req.path, 405, "CORS is off; start the server with --cors"), res, false);
+  http.Options(".*", [cors, allow_origin, &router](const httplib::Request& req, httplib::Response& res) {
+    if (cors.empty()) {
+      apply(router.error_response(req.path, 405, "CORS is off; start the server with --cors ORIGIN"), res, "");
+      return;
+    }
+    std::string origin = allow_origin(req);
+    if (origin.empty()) {
+      apply(router.error_response(req.path, 403, "origin not allowed by --cors"), res, "");
       return;
     }
     res.status = 204;
-    res.set_header("Access-Control-Allow-Origin", "*");
+    res.set_header("Access-Control-Allow-Origin", origin);
+    if (origin != "*") res.set_header("Vary", "Origin");
+    res.set_header("Access-Control-Max-Age", "600");
     res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
     res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type, x-api-key, anthropic-version");
   });
@@ -170,10 +193,10 @@ bool serve_http(Router& router, Service& svc, const std::function<void(int)>& on
     if (!res.body.empty()) return;
     std::string msg = res.status == 413 ? "request body is larger than the server's limit"
                                         : "malformed HTTP request (status " + std::to_string(res.status) + ")";
-    apply(router.error_response(req.path, res.status, msg), res, false);
+    apply(router.error_response(req.path, res.status, msg), res, "");
   });
   http.set_exception_handler([&router](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
-    apply(router.error_response(req.path, 500, "internal error"), res, false);
+    apply(router.error_response(req.path, 500, "internal error"), res, "");
   });
   int port = opt.port;
   if (port == 0) {

@@ -37,6 +37,14 @@ class Router {
 
 bool constant_time_equal(const std::string& a, const std::string& b);
 
+// The Access-Control-Allow-Origin value for a request from `origin` when the
+// server allows `allowed` ("*" or comma-separated origins); "" sends none.
+std::string cors_allow_origin(const std::string& allowed, const std::string& origin);
+
+// Header limits checked before routing (cpp-httplib itself caps one line at 8 KiB).
+constexpr size_t kMaxHeaderCount = 64;
+constexpr size_t kMaxHeaderBytes = 32u << 10;
+
 // Serves until `stop` becomes true (checked every ~100 ms) or the listener
 // fails; calls on_ready with the bound port. Returns false when binding failed.
 bool serve_http(Router& router, Service& svc, const std::function<void(int)>& on_ready, const std::atomic<bool>& stop);

@@ -21,6 +21,23 @@ bool constant_time_equal(const std::string& a, const std::string& b) {
   return diff == 0;
 }
 
+std::string cors_allow_origin(const std::string& allowed, const std::string& origin) {
+  if (allowed.empty()) return "";
+  if (allowed == "*") return "*";
+  if (origin.empty()) return "";
+  size_t start = 0;
+  while (start <= allowed.size()) {
+    size_t end = allowed.find(',', start);
+    if (end == std::string::npos) end = allowed.size();
+    std::string one = allowed.substr(start, end - start);
+    while (!one.empty() && one.front() == ' ') one.erase(0, 1);
+    while (!one.empty() && one.back() == ' ') one.pop_back();
+    if (one == origin) return origin;
+    start = end + 1;
+  }
+  return "";
+}
+
 Router::Router(Service& svc) : svc_(svc) {
   auto bind = [this](HttpResponse (*fn)(Service&, const HttpRequest&)) {
     return [this, fn](const HttpRequest& r) { return fn(svc_, r); };

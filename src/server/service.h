@@ -26,7 +26,7 @@ struct ServeOptions {
   std::string host = "127.0.0.1";
   int port = 8080;
   std::string api_key;  // empty: no auth
-  bool cors = false;
+  std::string cors_origin;  // empty: CORS off; "*" or comma-separated origins
   size_t max_body_bytes = 16u << 20;
   int64_t context_length = 4096;
   int http_threads = 128;

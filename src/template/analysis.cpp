@@ -60,7 +60,8 @@ void visit(Refs& refs, const Stmt& s) {
       }
       visit_body(other, s.else_body);
       for (const Refs* branch : {&body, &elifs, &other})
-        for (const auto& [name, ref] : *branch) {
+        for (const auto& entry : *branch) {
+          const auto& name = entry.first;  // named: clang 14 cannot capture a structured binding
           if (refs.count(name)) continue;
           auto local_in = [&](const Refs& r) {
             auto it = r.find(name);

@@ -85,7 +85,7 @@ Bpe::Bpe(const json& m, BpeTables t) {
   if (!t.has_vocab) {
     const json& vocab = m.at("vocab");
     if (!vocab.is_object()) fail(ErrorKind::BadFormat, "model.vocab must be an object");
-    for (auto it = vocab.begin(); it != vocab.end(); ++it) t.vocab.emplace_back(it.key(), it.value().get<int64_t>());
+    for (auto it = vocab.begin(); it != vocab.end(); ++it) t.vocab.emplace_back(it.key(), json_int(it.value(), INT64_MIN, INT64_MAX, "vocab id"));
   }
   vocab_.reserve(t.vocab.size());
   int64_t max_id = -1;

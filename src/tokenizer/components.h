@@ -16,6 +16,10 @@
 
 namespace ingot::tok {
 
+// An integer field in [lo, hi]. nlohmann's get<int>() converts a float such as
+// 1e300 with a plain cast (undefined behaviour); this refuses it instead.
+int64_t json_int(const nlohmann::json& v, int64_t lo, int64_t hi, const char* what);
+
 using json = nlohmann::json;
 
 // One piece of the text on its way to the model. `id` >= 0 marks an added

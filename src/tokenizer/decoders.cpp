@@ -6,6 +6,14 @@
 
 namespace ingot::tok {
 
+int64_t json_int(const json& v, int64_t lo, int64_t hi, const char* what) {
+  if (!v.is_number_integer()) fail(ErrorKind::BadFormat, what, ": expected an integer, got ", v.dump());
+  const bool out = v.is_number_unsigned() ? v.get<uint64_t>() > static_cast<uint64_t>(hi)
+                                          : (v.get<int64_t>() > hi || v.get<int64_t>() < lo);
+  if (out) fail(ErrorKind::BadFormat, what, ": ", v.dump(), " is out of range");
+  return v.get<int64_t>();
+}
+
 namespace {
 
 class ByteLevelDec : public Decoder {
@@ -196,7 +204,7 @@ class Template : public PostProcessor {
     if (j.contains("special_tokens")) {
       for (auto& [name, st] : j.at("special_tokens").items()) {
         std::vector<int32_t> ids;
-        for (const json& id : st.at("ids")) ids.push_back(id.get<int32_t>());
+        for (const json& id : st.at("ids")) ids.push_back(static_cast<int32_t>(json_int(id, 0, INT32_MAX, "ids")));
         specials[name] = ids;
       }
     }
@@ -260,7 +268,9 @@ class Template : public PostProcessor {
 // Roberta / Bert: cls + A + sep.
 class ClsSep : public PostProcessor {
  public:
-  explicit ClsSep(const json& j) : cls_(j.at("cls").at(1).get<int32_t>()), sep_(j.at("sep").at(1).get<int32_t>()) {}
+  explicit ClsSep(const json& j)
+      : cls_(static_cast<int32_t>(json_int(j.at("cls").at(1), 0, INT32_MAX, "cls"))),
+        sep_(static_cast<int32_t>(json_int(j.at("sep").at(1), 0, INT32_MAX, "sep"))) {}
   void process(std::vector<int32_t>& ids, bool add_special) const override {
     if (!add_special) return;
     ids.insert(ids.begin(), cls_);

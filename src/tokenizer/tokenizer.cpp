@@ -93,7 +93,7 @@ class HfTokenizer : public Tokenizer {
         AddedToken t;
         t.content = a.at("content").get<std::string>();
         if (find_invalid_utf8(t.content) != std::string::npos) fail(ErrorKind::BadFormat, "added_tokens: invalid UTF-8");
-        int64_t file_id = a.at("id").get<int64_t>();
+        int64_t file_id = json_int(a.at("id"), INT64_MIN, INT64_MAX, "added_tokens id");
         if (file_id < 0 || file_id >= (1 << 24)) fail(ErrorKind::BadFormat, "added_tokens: id ", file_id, " out of range");
         if (t.content.empty()) continue;
         t.special = a.value("special", false);
@@ -172,7 +172,7 @@ class HfTokenizer : public Tokenizer {
   void parse_truncation_and_padding(const json& j) {
     auto t = j.find("truncation");
     if (t != j.end() && !t->is_null()) {
-      int64_t n = t->at("max_length").get<int64_t>();
+      int64_t n = json_int(t->at("max_length"), INT64_MIN, INT64_MAX, "truncation.max_length");
       if (n < 0) fail(ErrorKind::BadFormat, "truncation.max_length is negative");
       truncate_ = static_cast<size_t>(n);
       truncate_left_ = t->value("direction", std::string("Right")) == "Left";
@@ -182,7 +182,7 @@ class HfTokenizer : public Tokenizer {
       pad_ = true;
       const json& st = p->at("strategy");
       if (st.is_object() && st.contains("Fixed")) {
-        int64_t n = st.at("Fixed").get<int64_t>();
+        int64_t n = json_int(st.at("Fixed"), INT64_MIN, INT64_MAX, "padding length");
         if (n < 0 || n > (1 << 24)) fail(ErrorKind::BadFormat, "padding length out of range");
         pad_fixed_ = static_cast<size_t>(n);
       }

@@ -1,5 +1,7 @@
 #include "backend/cpu/kernels.h"
 
+#include <cpuid.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -24,7 +26,10 @@ const CpuFeatures& cpu_features() {
     c.avx512vl = __builtin_cpu_supports("avx512vl");
     c.avx512bf16 = __builtin_cpu_supports("avx512bf16");
     c.avx512vnni = __builtin_cpu_supports("avx512vnni");
-    c.avxvnni = __builtin_cpu_supports("avxvnni");
+    // AVX-VNNI: CPUID leaf 7 sub-leaf 1, EAX bit 4 (read directly: older
+    // clang does not know the "avxvnni" feature name); it needs the AVX state.
+    unsigned a = 0, b = 0, cx = 0, d = 0;
+    c.avxvnni = c.avx2 && __get_cpuid_count(7, 1, &a, &b, &cx, &d) && (a & (1u << 4)) != 0;
     c.f16c = c.avx2;  // every AVX2 CPU we target has F16C
     return c;
   }();

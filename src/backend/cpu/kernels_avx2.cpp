@@ -2,7 +2,9 @@
 // GCC 12 reports its own _mm*_undefined_* helpers as uninitialised (GCC PR 105593).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC only
+#endif
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 

@@ -3,10 +3,13 @@
 // directory store (index at start-up, LRU bound, write-behind).
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 
 #include "kv/kinds.h"
@@ -250,5 +253,114 @@ TEST(SnapshotStore, WriteBehindIndexAtStartupAndLruBound) {
     EXPECT_EQ(store.stats().evicted, 1);
   }
   EXPECT_EQ(pool->used_blocks(), 0);
+  fs::remove_all(d);
+}
+
+namespace {
+
+// Runs `body` in a child process (so it may drop privileges or lower its
+// limits) and returns its exit code; the child prints why it failed.
+int in_child(const std::function<int()>& body) {
+  pid_t child = ::fork();
+  if (child < 0) return -1;
+  if (child == 0) {
+    int rc = 99;
+    try {
+      rc = body();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "child: unexpected exception: %s\n", e.what());
+    }
+    std::fflush(stderr);
+    ::_exit(rc);
+  }
+  int status = 0;
+  if (::waitpid(child, &status, 0) != child) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+// 0 when `write` throws an Io error whose message contains `why`.
+int expect_io_error(const std::function<void()>& write, const std::string& why) {
+  try {
+    write();
+  } catch (const Error& e) {
+    if (e.kind() == ErrorKind::Io && std::string(e.what()).find(why) != std::string::npos) return 0;
+    std::fprintf(stderr, "child: wrong error: %s\n", e.what());
+    return 2;
+  }
+  std::fprintf(stderr, "child: the write succeeded\n");
+  return 1;
+}
+
+std::vector<std::string> entries_of(const fs::path& d) {
+  std::vector<std::string> out;
+  for (const auto& de : fs::directory_iterator(d)) out.push_back(de.path().filename().string());
+  return out;
+}
+
+}  // namespace
+
+TEST(SnapshotFaults, ReadOnlyDirectoryIsAClearErrorAndLeavesNothing) {
+  std::mt19937 rng(35);
+  auto pool = Pool::create(layout(), DType::F32, Device::CPU, pool_options_for("paged"));
+  SnapshotKey key{"m1", "tok1", pool->scheme()};
+  auto seq = filled(*pool, 40, rng);
+  fs::path d = temp_dir("readonly");
+  fs::permissions(d, fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read |
+                         fs::perms::group_exec | fs::perms::others_read | fs::perms::others_exec);
+  int rc = in_child([&] {
+    // Root ignores directory permissions: become an unprivileged user first.
+    if (::geteuid() == 0 && (::setgid(65534) != 0 || ::setuid(65534) != 0)) return 3;
+    int r = expect_io_error([&] { write_snapshot((d / "a.ikv").string(), *seq, ids(40), key); },
+                            "cannot create snapshot");
+    if (r != 0) return r;
+    // The write-behind store counts the failure and indexes nothing.
+    SnapshotStore store(d.string(), key, 1 << 30);
+    if (!store.submit(seq->clone(), ids(40))) return 4;
+    store.flush();
+    return store.stats().failed == 1 && store.size() == 0 ? 0 : 5;
+  });
+  EXPECT_EQ(rc, 0);
+  EXPECT_TRUE(entries_of(d).empty());
+  fs::permissions(d, fs::perms::owner_all);
+  fs::remove_all(d);
+}
+
+TEST(SnapshotFaults, DiskFullIsAClearErrorAndLeavesNothing) {
+  std::mt19937 rng(36);
+  auto pool = Pool::create(layout(), DType::F32, Device::CPU, pool_options_for("paged"));
+  SnapshotKey key{"m1", "tok1", pool->scheme()};
+  auto big = filled(*pool, 700, rng);
+  auto small = filled(*pool, 8, rng);
+  fs::path d = temp_dir("full");
+  const uint64_t limit = 96 * 1024;
+  int rc = in_child([&] {
+    // A file-size limit stands in for a full disk: writes past it fail with EFBIG
+    // (once SIGXFSZ, which would kill the process, is ignored).
+    ::signal(SIGXFSZ, SIG_IGN);
+    rlimit lim{limit, limit};
+    if (::setrlimit(RLIMIT_FSIZE, &lim) != 0) return 3;
+    int r = expect_io_error([&] { write_snapshot((d / "big.ikv").string(), *big, ids(700), key); },
+                            "snapshot write to");
+    if (r != 0) return r;
+    if (!entries_of(d).empty()) return 6;  // not even the temp file
+    SnapshotStore store(d.string(), key, 1 << 30);
+    if (!store.submit(big->clone(), ids(700))) return 4;
+    // A snapshot that fits still goes through after the failure.
+    if (!store.submit(small->clone(), ids(8, 3))) return 4;
+    store.flush();
+    return store.stats().failed == 1 && store.stats().written == 1 && store.size() == 1 ? 0 : 5;
+  });
+  EXPECT_EQ(rc, 0);
+  // Only the small, complete snapshot is left, and it restores; a new index sees just it.
+  auto left = entries_of(d);
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0].rfind(".", 0), std::string::npos) << "no temp file: " << left[0];
+  EXPECT_LT(fs::file_size(d / left[0]), limit);
+  SnapshotStore again(d.string(), key, 1 << 30);
+  ASSERT_EQ(again.size(), 1u);
+  auto e = again.longest_prefix(ids(8, 3));
+  ASSERT_TRUE(e.has_value());
+  auto r = again.restore(*e, *pool);
+  expect_same(*r, *small, 8);
   fs::remove_all(d);
 }

@@ -6,7 +6,7 @@
 #      libraries carry fuzzer coverage instrumentation either way); ctest.
 #   2. each fuzz target for INGOT_FUZZ_SECONDS (default 5) over its seed corpus
 #      in fuzz/corpus/<target>/; any crash, leak, timeout or sanitizer report fails.
-#   3. build-tsan/: clang, ThreadSanitizer, the engine (scheduler) and server unit tests.
+#   3. build-tsan/: clang, ThreadSanitizer, the engine (scheduler), server and tensor-parallel unit tests.
 # Usage: scripts/test-sanitizers.sh [asan|fuzz|tsan ...]   (default: all three)
 # Optimized at -O1 with line tables only: fast enough to build on two cores,
 # enough for symbolized reports.
@@ -30,8 +30,9 @@ configure() {  # dir, sanitizers, extra cmake args...
 
 # Unit-test binaries (ctest names are these without the test_ prefix).
 unit_tests=(test_tensor test_backend_cpu test_backend_cpu_models test_io test_audio test_quant test_kv test_kv_model
-            test_models test_speech test_sampling test_engine test_tokenizer test_template test_server)
-tsan_tests=(test_engine test_server)
+            test_models test_speech test_sampling test_engine test_tokenizer test_template test_server test_grammar
+            test_parallel test_registry)
+tsan_tests=(test_engine test_server test_parallel)
 fuzzers=(safetensors gguf tokenizer_json chat_template http_routes audio kv_snapshot)
 
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1"

@@ -204,7 +204,7 @@ double run_decode_graph(Model& m, int64_t tg, int64_t depth, double* enqueue_s, 
   }
   auto g = GreedyStepGraph::create(m, {cache.get()}, depth + tg + 2);
   if (!g) fail(ErrorKind::Unsupported, "no step graph for this model/backend");
-  g->step({1});  // captures (once per batch size in a session), then replays
+  g->step({1});  // captures (once per batch size per process), then replays
   cuda::synchronize();
   double t0 = now_s();
   if (read_once) {

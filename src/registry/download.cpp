@@ -143,7 +143,8 @@ void link_snapshot_file(const RepoPaths& paths, const std::string& commit, const
                         const std::string& etag) {
   const fs::path link = paths.snapshot_file(commit, file);
   fs::create_directories(link.parent_path());
-  const fs::path tmp = link.string() + ".link-tmp";
+  // A name of this process's own: another `ingot get` may be linking the same file.
+  const fs::path tmp = link.string() + ".link-tmp." + std::to_string(::getpid());
   std::error_code ec;
   fs::remove(tmp, ec);
   fs::create_symlink(blob_link_target(file, etag), tmp);
@@ -153,7 +154,7 @@ void link_snapshot_file(const RepoPaths& paths, const std::string& commit, const
 void write_ref(const RepoPaths& paths, const std::string& revision, const std::string& commit) {
   const fs::path ref = paths.ref(revision);
   fs::create_directories(ref.parent_path());
-  const fs::path tmp = ref.string() + ".tmp";
+  const fs::path tmp = ref.string() + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     out << commit;

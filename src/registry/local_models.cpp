@@ -36,7 +36,7 @@ std::map<std::string, std::string> read_refs(const fs::path& refs_dir) {
        it.increment(ec)) {
     if (!it->is_regular_file()) continue;
     const std::string name = it->path().lexically_relative(refs_dir).string();
-    if (name.ends_with(".tmp")) continue;
+    if (name.ends_with(".tmp") || name.find(".tmp.") != std::string::npos) continue;  // a ref being written
     out[name] = read_ref(it->path());
   }
   return out;

@@ -135,7 +135,7 @@ def sdk(server):
 
 @pytest.fixture(scope="module")
 def jfk(shared_dir):
-    p = shared_dir / "assets" / "audio" / "jfk.wav"
+    p = (shared_dir / "assets" / "audio" / "jfk.wav").resolve()  # the browser wants a canonical path
     assert p.exists(), f"missing {p}"
     return p
 

@@ -4,7 +4,9 @@
 // or dequantized on the way: the fusion) and folding them into per-head
 // running (max, sum, accumulator) state.
 // GCC 12 reports its own AVX-512 intrinsics (_mm512_undefined_*) as maybe-uninitialized.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include <algorithm>

@@ -12,6 +12,8 @@ using VerbMain = std::function<int()>;
 
 // Adds a subcommand; `run` is called if the user chose it.
 CLI::App* add_verb(CLI::App& app, const std::string& name, const std::string& help, VerbMain run);
+// Runs the verb the parsed command line chose (2 when none was).
+int run_parsed_verb();
 
 void register_logits(CLI::App& app);
 void register_generate(CLI::App& app);

@@ -1,0 +1,45 @@
+// The verb table and the model flags every model verb shares (the ingot CLI
+// and the logits-only GPU binary both use them).
+#include <map>
+
+#include "cli/model_setup.h"
+#include "cli/verbs.h"
+
+namespace ingot::cli {
+
+namespace {
+std::map<CLI::App*, VerbMain>& verb_mains() {
+  static std::map<CLI::App*, VerbMain> m;
+  return m;
+}
+}  // namespace
+
+CLI::App* add_verb(CLI::App& app, const std::string& name, const std::string& help, VerbMain run) {
+  CLI::App* sub = app.add_subcommand(name, help);
+  verb_mains()[sub] = std::move(run);
+  return sub;
+}
+
+void add_model_flags(CLI::App* sub, ModelFlags& f, bool required) {
+  auto* m = sub->add_option("--model,-m", f.model,
+                            "model directory or GGUF file, a cached repo id, or part of a local model's name");
+  m->transform([&f](std::string s) {
+    f.requested = s;
+    return resolve_model_arg(s);
+  });
+  if (required) m->required();
+  sub->add_option("--device", f.device, "cpu or cuda")->capture_default_str();
+  sub->add_option("--dtype", f.dtype, "auto, float32 or bfloat16")->capture_default_str();
+  sub->add_option("--kv", f.kv, "KV cache: contiguous, paged, paged-direct, kv8 or kv4")->capture_default_str();
+  sub->add_option("--threads", f.threads, "CPU threads (0: all cores)");
+  sub->add_option("--tensor-parallel,--tensor-parallel-size", f.tensor_parallel,
+                  "split the model over N ranks (Megatron-style)")->capture_default_str();
+}
+
+int run_parsed_verb() {
+  for (auto& [sub, fn] : verb_mains())
+    if (sub->parsed()) return fn();
+  return 2;
+}
+
+}  // namespace ingot::cli

@@ -106,6 +106,19 @@ const float* load_rows(const LayerPool& lp, bool is_v, int32_t id, int64_t h, in
   return tile;
 }
 
+// The online-softmax step over one block's n scores (block maximum bm): the
+// scores become exp(s - new max), l and m advance, and the factor earlier
+// accumulators must be scaled by is returned (0 on the first block, m = -inf).
+inline float online_softmax_step(float* scores, int64_t n, float bm, float& m, float& l) {
+  const float nm = std::max(m, bm);
+  const float corr = std::exp(m - nm);
+  float bsum = 0;
+  for (int64_t x = 0; x < n; ++x) bsum += (scores[x] = std::exp(scores[x] - nm));
+  l = l * corr + bsum;
+  m = nm;
+  return corr;
+}
+
 // Scores of one query row against n key rows, then the online-softmax update.
 INGOT_ISA_CLONES
 void fold_block(const float* qr, const float* kt, const float* vt, int64_t n, int64_t d, int64_t dv,
@@ -121,11 +134,7 @@ void fold_block(const float* qr, const float* kt, const float* vt, int64_t n, in
     scores[x] = dot;
     bm = std::max(bm, dot);
   }
-  const float nm = std::max(m, bm);
-  const float corr = std::exp(m - nm);  // m = -inf on the first block: 0
-  float bsum = 0;
-  for (int64_t x = 0; x < n; ++x) bsum += (scores[x] = std::exp(scores[x] - nm));
-  l = l * corr + bsum;
+  const float corr = online_softmax_step(scores, n, bm, m, l);
 #pragma omp simd
   for (int64_t c = 0; c < dv; ++c) acc[c] *= corr;
   for (int64_t x = 0; x < n; ++x) {
@@ -134,7 +143,6 @@ void fold_block(const float* qr, const float* kt, const float* vt, int64_t n, in
 #pragma omp simd
     for (int64_t c = 0; c < dv; ++c) acc[c] += w * vr[c];
   }
-  m = nm;
 }
 
 // KV8 with AVX-512 VNNI: the bytes stay bytes. Scores use integer dot
@@ -250,12 +258,7 @@ void attend_kv8_vnni(const LayerPool& lp, const PagedKV& kv, const float* q, int
         sc[x] = dot;
         bm = std::max(bm, dot);
       }
-      float& m = w.m[static_cast<size_t>(r)];
-      const float nm = std::max(m, bm), corr = std::exp(m - nm);
-      float bsum = 0;
-      for (int64_t x = 0; x < n; ++x) bsum += (sc[x] = std::exp(sc[x] - nm));
-      w.l[static_cast<size_t>(r)] = w.l[static_cast<size_t>(r)] * corr + bsum;
-      m = nm;
+      const float corr = online_softmax_step(sc, n, bm, w.m[static_cast<size_t>(r)], w.l[static_cast<size_t>(r)]);
       float* acc = w.acc.data() + r * dv;
       float* vb = w.vbias.data() + r * ngv;
       const __m512 vcorr = _mm512_set1_ps(corr);
@@ -346,12 +349,7 @@ void attend_bf16_avx512(const LayerPool& lp, const PagedKV& kv, const float* q, 
         sc[x] = dot;
         bm = std::max(bm, dot);
       }
-      float& m = w.m[static_cast<size_t>(r)];
-      const float nm = std::max(m, bm), corr = std::exp(m - nm);
-      float bsum = 0;
-      for (int64_t x = 0; x < n; ++x) bsum += (sc[x] = std::exp(sc[x] - nm));
-      w.l[static_cast<size_t>(r)] = w.l[static_cast<size_t>(r)] * corr + bsum;
-      m = nm;
+      const float corr = online_softmax_step(sc, n, bm, w.m[static_cast<size_t>(r)], w.l[static_cast<size_t>(r)]);
       float* acc = w.acc.data() + r * dv;
       const __m512 vcorr = _mm512_set1_ps(corr);
       for (int64_t c = 0; c < dv; c += 16) _mm512_storeu_ps(acc + c, _mm512_mul_ps(vcorr, _mm512_loadu_ps(acc + c)));

@@ -7,13 +7,16 @@ import pathlib
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 
-import numpy as np
 import pytest
 import requests
 from safetensors.numpy import save_file
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tools"))
+from tiny_llama import tiny_llama  # noqa: E402
 
 TOKENIZER = "qwen3"
 
@@ -26,37 +29,9 @@ def build_tiny_llama(dst: pathlib.Path, tokenizer_dir: pathlib.Path, seed: int =
     tok = json.loads((tokenizer_dir / "tokenizer.json").read_text())
     n_ids = max([len(tok["model"]["vocab"])] + [t["id"] + 1 for t in tok.get("added_tokens", [])])
     vocab = ((n_ids + 127) // 128) * 128
-    hidden, layers, heads, kv_heads, inter = 64, 2, 4, 2, 128
-    head_dim = hidden // heads
     cfg_json = json.loads((tokenizer_dir / "tokenizer_config.json").read_text())
-    eos = tok_id(tok, cfg_json.get("eos_token"))
-    config = {
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "vocab_size": vocab,
-        "hidden_size": hidden, "intermediate_size": inter, "num_hidden_layers": layers,
-        "num_attention_heads": heads, "num_key_value_heads": kv_heads, "head_dim": head_dim,
-        "max_position_embeddings": 2048, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
-        "tie_word_embeddings": False, "hidden_act": "silu", "torch_dtype": "float32",
-        "eos_token_id": eos, "bos_token_id": None,
-    }
+    config, t = tiny_llama(vocab, tok_id(tok, cfg_json.get("eos_token")), seed)
     (dst / "config.json").write_text(json.dumps(config))
-    rng = np.random.default_rng(seed)
-
-    def w(*shape, std=0.05):
-        return (rng.standard_normal(shape) * std).astype(np.float32)
-
-    t = {"model.embed_tokens.weight": w(vocab, hidden, std=1.0), "model.norm.weight": np.ones(hidden, np.float32),
-         "lm_head.weight": w(vocab, hidden, std=1.0)}
-    for i in range(layers):
-        p = f"model.layers.{i}."
-        t[p + "input_layernorm.weight"] = np.ones(hidden, np.float32)
-        t[p + "post_attention_layernorm.weight"] = np.ones(hidden, np.float32)
-        t[p + "self_attn.q_proj.weight"] = w(heads * head_dim, hidden, std=0.3)
-        t[p + "self_attn.k_proj.weight"] = w(kv_heads * head_dim, hidden, std=0.3)
-        t[p + "self_attn.v_proj.weight"] = w(kv_heads * head_dim, hidden, std=0.3)
-        t[p + "self_attn.o_proj.weight"] = w(hidden, heads * head_dim, std=0.3)
-        t[p + "mlp.gate_proj.weight"] = w(inter, hidden, std=0.3)
-        t[p + "mlp.up_proj.weight"] = w(inter, hidden, std=0.3)
-        t[p + "mlp.down_proj.weight"] = w(hidden, inter, std=0.3)
     save_file(t, str(dst / "model.safetensors"))
     return dst
 

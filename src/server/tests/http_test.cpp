@@ -12,6 +12,7 @@
 #include "server/http_app.h"
 #include "server/service.h"
 #include "server/tests/fakes.h"
+#include "server/tests/loopback.h"
 
 namespace ingot::server {
 namespace {
@@ -39,39 +40,10 @@ class HttpTest : public ::testing::Test {
     stop = true;
     server.join();
   }
-  int connect_socket() {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(port.load()));
-    ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-    timeval tv{5, 0};
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    return fd;
-  }
-  static void send_all(int fd, const std::string& s) {
-    size_t off = 0;
-    while (off < s.size()) {
-      ssize_t n = ::send(fd, s.data() + off, s.size() - off, MSG_NOSIGNAL);
-      if (n <= 0) return;
-      off += static_cast<size_t>(n);
-    }
-  }
-  // Sends raw bytes and reads until the server closes or `until` appears.
+  int connect_socket() { return testing::connect_loopback(port.load()); }
+  static void send_all(int fd, const std::string& s) { testing::send_all(fd, s); }
   std::string exchange(const std::string& raw, const std::string& until = "") {
-    int fd = connect_socket();
-    send_all(fd, raw);
-    std::string got;
-    char buf[4096];
-    while (true) {
-      ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
-      if (n <= 0) break;
-      got.append(buf, static_cast<size_t>(n));
-      if (!until.empty() && got.find(until) != std::string::npos) break;
-    }
-    ::close(fd);
-    return got;
+    return testing::exchange(port.load(), raw, until);
   }
   static std::string post(const std::string& path, const std::string& body) {
     return "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\n"

@@ -13,6 +13,7 @@
 #include "server/http_app.h"
 #include "server/service.h"
 #include "server/tests/fakes.h"
+#include "server/tests/loopback.h"
 
 namespace ingot::server {
 namespace {
@@ -72,27 +73,7 @@ class SecurityTest : public ::testing::Test {
     r.headers = std::move(headers);
     return router->dispatch(r);
   }
-  std::string exchange(const std::string& raw) {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(port.load()));
-    ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-    timeval tv{5, 0};
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    for (size_t off = 0; off < raw.size();) {
-      ssize_t n = ::send(fd, raw.data() + off, raw.size() - off, MSG_NOSIGNAL);
-      if (n <= 0) break;
-      off += static_cast<size_t>(n);
-    }
-    std::string got;
-    char buf[4096];
-    ssize_t n;
-    while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) got.append(buf, static_cast<size_t>(n));
-    ::close(fd);
-    return got;
-  }
+  std::string exchange(const std::string& raw) { return testing::exchange(port.load(), raw); }
   static std::string get(const std::string& path, const std::string& extra = "") {
     return "GET " + path + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n" + extra + "\r\n";
   }

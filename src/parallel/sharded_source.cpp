@@ -44,16 +44,19 @@ Weight slice_cols(const Weight& w, Range r, const std::string& name) {
 }  // namespace
 
 ShardedSource::ShardedSource(std::shared_ptr<const WeightSource> host, const ShardPlan& plan, int rank,
-                             Device device)
-    : host_(std::move(host)), plan_(plan), rank_(rank), device_(device) {}
+                             Device device, std::optional<DType> dtype)
+    : host_(std::move(host)), plan_(plan), rank_(rank), device_(device), dtype_(dtype) {}
 
 Weight ShardedSource::matrix(const std::string& name) const {
   Weight w = host_->matrix(name);
   switch (plan_.split_of(name)) {
-    case Split::Rows: return to_device(slice_rows(w, plan_.range_of(name, rank_)), device_);
-    case Split::Cols: return to_device(slice_cols(w, plan_.range_of(name, rank_), name), device_);
-    default: return to_device(std::move(w), device_);
+    case Split::Rows: w = slice_rows(w, plan_.range_of(name, rank_)); break;
+    case Split::Cols: w = slice_cols(w, plan_.range_of(name, rank_), name); break;
+    default: break;
   }
+  // The same rule as the file sources: dense weights take the requested dtype, quantized ones stay.
+  if (dtype_ && !w.is_affine() && !is_quantized(w.dtype()) && w.dtype() != *dtype_) w.data = w.data.to(*dtype_);
+  return to_device(std::move(w), device_);
 }
 
 Tensor ShardedSource::vector(const std::string& name) const {

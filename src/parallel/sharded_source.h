@@ -3,6 +3,7 @@
 // rank's device. Row slices of mapped weights stay views into the file.
 #pragma once
 #include <memory>
+#include <optional>
 
 #include "models/weights.h"
 #include "parallel/shard_plan.h"
@@ -11,7 +12,10 @@ namespace ingot::parallel {
 
 class ShardedSource final : public WeightSource {
  public:
-  ShardedSource(std::shared_ptr<const WeightSource> host, const ShardPlan& plan, int rank, Device device);
+  // `host` answers in the file's dtypes; dense slices are converted to `dtype`
+  // (when set) after slicing, so no rank converts more than its own share.
+  ShardedSource(std::shared_ptr<const WeightSource> host, const ShardPlan& plan, int rank, Device device,
+                std::optional<DType> dtype);
 
   bool has(const std::string& name) const override { return host_->has(name); }
   Weight matrix(const std::string& name) const override;
@@ -24,6 +28,7 @@ class ShardedSource final : public WeightSource {
   const ShardPlan& plan_;
   int rank_;
   Device device_;
+  std::optional<DType> dtype_;
 };
 
 }  // namespace ingot::parallel

@@ -86,6 +86,7 @@ std::unique_ptr<Model> load_tensor_parallel(const std::string& path, const LoadO
          " devices needs one device context per rank, which this build does not have; use --device cpu");
   LoadOptions host = opt;
   host.device = Device::CPU;
+  host.dtype.reset();  // each rank converts its own slice (ShardedSource)
   ModelConfig cfg;
   std::shared_ptr<const WeightSource> src;
   if (is_gguf_path(path)) {
@@ -101,7 +102,7 @@ std::unique_ptr<Model> load_tensor_parallel(const std::string& path, const LoadO
   const ModelConfig rank_cfg = plan->rank_config();
   std::vector<std::unique_ptr<Model>> models;
   for (int r = 0; r < ranks; ++r) {
-    ShardedSource shard(src, *plan, r, opt.device);
+    ShardedSource shard(src, *plan, r, opt.device, opt.dtype);
     LoadOptions ro = opt;
     ro.collective = &group->member(r);
     models.push_back(build_model(rank_cfg, shard, ro));

@@ -85,6 +85,20 @@ INSTANTIATE_TEST_SUITE_P(Dense, TensorParallelGolden,
                            return n;
                          });
 
+TEST(TensorParallel, ConvertsEachRanksSliceToTheRequestedDtype) {
+  LoadOptions bf16;
+  bf16.dtype = DType::BF16;
+  auto whole = load_model(golden("qwen2-float32"), bf16);
+  auto split = parallel::load_tensor_parallel(golden("qwen2-float32"), bf16, 2);
+  EXPECT_LT(split->weight_bytes(), 2 * whole->weight_bytes()) << "ranks hold bf16 slices";
+  std::vector<int32_t> ids = {5, 17, 301, 44, 9, 250};
+  auto want = run_greedy(*whole, ids, 3);
+  auto got = run_greedy(*split, ids, 3);
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_LT(rel(got[i], want[i]), 1e-5) << "row " << i;
+  auto f32 = parallel::load_tensor_parallel(golden("qwen2-float32"), {}, 2);
+  EXPECT_GT(rel(run_greedy(*f32, ids, 0)[0], want[0]), 1e-4) << "the bf16 load really rounded the weights";
+}
+
 TEST(TensorParallel, BatchedSequencesAndTrimAndClone) {
   auto whole = load_model(golden("qwen2-float32"));
   auto split = parallel::load_tensor_parallel(golden("qwen2-float32"), {}, 2);

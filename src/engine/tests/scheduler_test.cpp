@@ -273,6 +273,13 @@ TEST(Scheduler, CancelFreesCacheAtOnce) {
   EngineOptions opt;
   opt.kv = "counting";
   opt.prefix_cache = false;
+  // Hold the engine inside its second pass until the request is cancelled,
+  // so the request cannot run to its length limit first on a loaded machine.
+  std::atomic<bool> cancelled{false};
+  model.on_forward = [&](const BatchInput&) {
+    if (model.forward_calls.load() < 2) return;
+    for (int i = 0; i < 10000 && !cancelled.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
   auto eng = start_engine(model, opt, nullptr, {});
   Request r;
   r.prompt = {1, 2, 3};
@@ -281,8 +288,10 @@ TEST(Scheduler, CancelFreesCacheAtOnce) {
   auto h = eng->submit(r);
   Chunk c;
   ASSERT_TRUE(h->next(&c, std::chrono::seconds(10)));
+  ASSERT_FALSE(c.finished);
   EXPECT_EQ(ingot::testing::live_counting_caches().load(), 1);
   h->cancel();
+  cancelled.store(true);
   do ASSERT_TRUE(h->next(&c, std::chrono::seconds(10)));
   while (!c.finished);
   EXPECT_EQ(c.reason, FinishReason::Cancelled);

@@ -165,10 +165,49 @@ def audio_seeds():
     put("audio", "riff-header-only", b"RIFF\x24\x00\x00\x00WAVEfmt ")
 
 
+def multipart_seeds():
+    # Input: the Content-Type header, "\n", then the body (fuzz/fuzz_multipart.cpp).
+    def seed(name, content_type, body):
+        put("multipart", name, content_type.encode() + b"\n" + body)
+    def part(name, value, extra=""):
+        return (f'Content-Disposition: form-data; name="{name}"{extra}\r\n\r\n').encode() + value + b"\r\n"
+    b = "b0undary"
+    def form(*parts, boundary=b, close=True):
+        out = b"".join(b"--" + boundary.encode() + b"\r\n" + p for p in parts)
+        return out + (b"--" + boundary.encode() + b"--\r\n" if close else b"")
+    wav = b"RIFF\x24\x00\x00\x00WAVEfmt \x10\x00\x00\x00\x01\x00\x01\x00\x80\x3e\x00\x00"
+    t = f"multipart/form-data; boundary={b}"
+    seed("transcription", t, form(part("model", b"whisper-1"), part("response_format", b"verbose_json"),
+                                  part("timestamp_granularities[]", b"segment"),
+                                  b'Content-Disposition: form-data; name="file"; filename="clip.wav"\r\n'
+                                  b"Content-Type: audio/wav\r\n\r\n" + wav + b"\r\n"))
+    # What python-requests and browsers send: a long dash boundary, a quoted one, a charset.
+    wk = "----WebKitFormBoundary7MA4YWxkTrZu0gW"
+    seed("webkit-boundary", f"multipart/form-data; boundary={wk}",
+         form(part("file", b"\x00\x01\r\n--" + wk[:10].encode(), '; filename="C:\\dir\\a \\"b\\".wav"'),
+              boundary=wk))
+    seed("quoted-boundary", 'Multipart/Form-Data; charset=utf-8; boundary="a b:c"',
+         b"preamble\r\n" + form(part("prompt", b"earlier words"), boundary="a b:c") + b"epilogue")
+    seed("padding-and-headers", t, b"--b0undary \t\r\ncontent-disposition: FORM-DATA; NAME=x\r\n"
+         b"Content-Type:  text/plain \r\nX-Other: y\r\n\r\nv\r\n--b0undary--")
+    seed("empty-form", t, b"--b0undary--")
+    seed("empty-part", t, form(part("", b"")))
+    seed("truncated", t, form(part("model", b"whisper-1"), part("file", wav, '; filename="a.wav"'), close=False)[:-9])
+    seed("no-closing-boundary", t, form(part("model", b"whisper-1"), close=False))
+    seed("no-boundary-param", "multipart/form-data", form(part("model", b"x")))
+    seed("wrong-boundary", t, form(part("model", b"x"), boundary="other"))
+    seed("no-disposition", t, b"--b0undary\r\nContent-Type: a\r\n\r\nx\r\n--b0undary--")
+    seed("garbled-header", t, b"--b0undary\r\n\xff\xfe no colon\r\n\r\nx\r\n--b0undary--")
+    seed("unterminated-quote", t, b'--b0undary\r\nContent-Disposition: form-data; name="a\r\n\r\nx\r\n--b0undary--')
+    seed("many-parts", t, form(*[part(f"f{i}", b"v") for i in range(20)]))
+    seed("json-type", "application/json; boundary=x", b'{"file": "x"}')
+
+
 if __name__ == "__main__":
     safetensors_seeds()
     gguf_seeds()
     tokenizer_seeds()
     template_seeds()
     http_seeds()
+    multipart_seeds()
     audio_seeds()

@@ -6,6 +6,7 @@
 
 #include "audio/decode.h"
 #include "server/api_error.h"
+#include "server/multipart.h"
 #include "server/routes.h"
 #include "server/service.h"
 #include "server/speech_worker.h"
@@ -21,7 +22,7 @@ constexpr double kMaxSeconds = 3600;           // longer uploads are refused fro
 constexpr size_t kMinSamples = kRate / 10 - 32;  // 0.1 s, less resampler rounding
 
 struct AudioForm {
-  const FormPart* file = nullptr;
+  const MultipartPart* file = nullptr;
   std::string model, language, prompt, response_format = "json", temperature, stream;
   std::vector<std::string> granularities;
 };
@@ -31,14 +32,23 @@ std::string lower(std::string s) {
   return s;
 }
 
-AudioForm parse_form(const HttpRequest& req, bool translation) {
-  std::string type = lower(req.header("content-type"));
-  if (!starts_with(type, "multipart/form-data"))
+// The request's parts (views into its body); a non-multipart or malformed body is a 400.
+std::vector<MultipartPart> form_parts(const HttpRequest& req) {
+  std::string type = req.header("content-type");
+  if (!is_multipart_form_data(type))
     bad_request("audio requests must be multipart/form-data with the audio in a 'file' part (got Content-Type '" +
-                    req.header("content-type") + "')",
+                    type + "')",
                 "file");
+  try {
+    return parse_form_data(type, req.body);
+  } catch (const Error& e) {
+    throw ApiError(400, e.what(), "file", "invalid_value");
+  }
+}
+
+AudioForm parse_form(const std::vector<MultipartPart>& parts, bool translation) {
   AudioForm f;
-  for (const FormPart& p : req.form) {
+  for (const MultipartPart& p : parts) {
     if (p.name == "file") {
       if (f.file) bad_request("only one 'file' part is allowed", "file");
       f.file = &p;
@@ -104,13 +114,13 @@ SpeechWorker& speech_model(Service& svc, const std::string& requested) {
                  "model", "model_not_found");
 }
 
-std::vector<float> decode_upload(const FormPart& file) {
+std::vector<float> decode_upload(const MultipartPart& file) {
   if (file.content.empty()) throw ApiError(400, "the uploaded file is empty", "file", "invalid_value");
   std::vector<float> pcm;
   try {
     audio::DecodeLimits lim;
     lim.max_seconds = kMaxSeconds;
-    pcm = audio::decode_memory(file.content, kRate, lim);
+    pcm = audio::decode_memory(std::string(file.content), kRate, lim);
   } catch (const Error& e) {
     std::string name = file.filename.empty() ? "the upload" : "'" + file.filename + "'";
     throw ApiError(400, name + " is not usable audio: " + e.what(), "file", "invalid_value");
@@ -123,7 +133,7 @@ std::vector<float> decode_upload(const FormPart& file) {
   return pcm;
 }
 
-std::string trimmed(const std::string& s) { return std::string(trim(s)); }
+std::string trimmed(std::string_view s) { return std::string(trim(s)); }
 
 HttpResponse render(speech::Transcript t, const std::string& format) {
   t.text = trimmed(t.text);
@@ -138,12 +148,13 @@ HttpResponse render(speech::Transcript t, const std::string& format) {
 }
 
 HttpResponse run_audio(Service& svc, const HttpRequest& req, bool translation) {
+  std::vector<MultipartPart> parts = form_parts(req);
   SpeechWorker& w = speech_model(svc, [&] {
-    for (const FormPart& p : req.form)
+    for (const MultipartPart& p : parts)
       if (p.name == "model") return trimmed(p.content);
     return std::string();
   }());
-  AudioForm f = parse_form(req, translation);
+  AudioForm f = parse_form(parts, translation);
   SpeechJob job;
   job.options.task = translation ? "translate" : "transcribe";
   if (!translation) job.options.language = f.language;

@@ -12,6 +12,7 @@
 #include "server/json_fields.h"
 #include "server/service.h"
 #include "util/log.h"
+#include "util/strings.h"
 
 namespace ingot::server {
 
@@ -80,6 +81,22 @@ bool peer_closed(int fd) {
   return false;
 }
 
+// cpp-httplib parses a body whose Content-Type starts with "multipart/form-data"
+// itself, before any handler sees it, and keeps only the parts. ingot parses
+// form data with its own parser (server/multipart.h: clear errors, limits,
+// fuzzed), so the pre-routing handler, which runs before the body is read,
+// hides the type from the library with a leading space that to_request trims.
+void keep_multipart_raw(const httplib::Request& req) {
+  auto& headers = const_cast<httplib::Request&>(req).headers;  // the library's own request object, not const
+  auto range = headers.equal_range("Content-Type");  // the map compares names case-insensitively
+  for (auto it = range.first; it != range.second; ++it)
+    if (starts_with(it->second, "multipart/form-data")) {
+      std::string hidden(1, ' ');
+      hidden += it->second;
+      it->second = std::move(hidden);
+    }
+}
+
 class ChunkSink : public StreamSink {
  public:
   explicit ChunkSink(httplib::DataSink& s) : sink_(s) {}
@@ -100,11 +117,11 @@ HttpRequest to_request(const httplib::Request& r) {
   out.method = r.method;
   out.path = r.path;
   out.body = r.body;
-  for (const auto& [name, part] : r.files) out.form.push_back({name, part.filename, part.content_type, part.content});
   for (const auto& [k, v] : r.headers) {
     std::string key = k;
     for (char& c : key) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    out.headers[key] = v;
+    // Undoes keep_multipart_raw (the library trims header values, so no value starts with a space).
+    out.headers[key] = key == "content-type" ? std::string(trim(v)) : v;
   }
   // Found on first use: most routes never ask.
   auto fd = std::make_shared<int>(-2);
@@ -157,6 +174,7 @@ bool serve_http(Router& router, Service& svc, const std::function<void(int)>& on
   };
   // cpp-httplib caps each header line but not their number or total size.
   http.set_pre_routing_handler([&router](const httplib::Request& req, httplib::Response& res) {
+    keep_multipart_raw(req);
     size_t bytes = 0;
     for (const auto& [k, v] : req.headers) bytes += k.size() + v.size() + 4;
     if (req.headers.size() <= kMaxHeaderCount && bytes <= kMaxHeaderBytes)

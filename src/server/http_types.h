@@ -9,14 +9,9 @@
 
 namespace ingot::server {
 
-// One part of a multipart/form-data body.
-struct FormPart {
-  std::string name, filename, content_type, content;
-};
-
 struct HttpRequest {
-  std::string method, path, body;
-  std::vector<FormPart> form;  // multipart/form-data parts (then body is empty)
+  std::string method, path;
+  std::string body;  // raw, multipart/form-data included (routes parse it with server/multipart.h)
   std::map<std::string, std::string> headers;  // lower-case names
   // True once the client has closed its connection.
   std::function<bool()> client_gone = [] { return false; };

@@ -5,6 +5,7 @@
 #include "backend/cpu/thread_pool.h"
 #include "parallel/tp_model.h"
 #include "registry/local_models.h"
+#include "runtime/runtime.h"
 #include "tokenizer/tokenizer.h"
 #include "util/strings.h"
 #include "util/error.h"
@@ -16,6 +17,7 @@ std::string resolve_model_arg(const std::string& arg) { return registry::resolve
 LoadOptions load_options(const ModelFlags& f) {
   LoadOptions o;
   o.device = parse_device(f.device);
+  runtime::enable_device(o.device);  // opens the CUDA backend only when asked for
   if (f.dtype != "auto") {
     DType t = parse_dtype(f.dtype);
     if (t != DType::F32 && t != DType::BF16 && t != DType::F16)

@@ -1,5 +1,6 @@
 #include "tokenizer/bpe.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <queue>
 
@@ -46,6 +47,44 @@ void TokenIndex::set(std::string_view token, int32_t id) {
   entries_.push_back({h, static_cast<uint32_t>(arena_.size()), static_cast<uint32_t>(token.size()), id});
   arena_.append(token);
   slots_[i] = static_cast<int32_t>(entries_.size() - 1);
+}
+
+void TokenIndex::find_many(const std::string_view* tokens, int32_t* out, size_t n) const {
+  constexpr size_t kBatch = 64;
+  uint64_t h[kBatch];
+  for (size_t base = 0; base < n; base += kBatch) {
+    const size_t m = std::min(kBatch, n - base);
+    const std::string_view* t = tokens + base;
+    if (slots_.empty()) {
+      std::fill(out + base, out + base + m, -1);
+      continue;
+    }
+    for (size_t k = 0; k < m; ++k) {
+      h[k] = hash(t[k]);
+      __builtin_prefetch(&slots_[h[k] & mask_]);
+    }
+    for (size_t k = 0; k < m; ++k) {
+      const int32_t e = slots_[h[k] & mask_];
+      if (e >= 0) __builtin_prefetch(&entries_[e]);
+    }
+    for (size_t k = 0; k < m; ++k) {
+      const int32_t e = slots_[h[k] & mask_];
+      if (e >= 0) __builtin_prefetch(arena_.data() + entries_[e].off);
+    }
+    for (size_t k = 0; k < m; ++k) {
+      int32_t id = -1;
+      for (size_t i = h[k] & mask_;; i = (i + 1) & mask_) {
+        const int32_t e = slots_[i];
+        if (e < 0) break;
+        const Entry& en = entries_[e];
+        if (en.hash == h[k] && key(en) == t[k]) {
+          id = en.id;
+          break;
+        }
+      }
+      out[base + k] = id;
+    }
+  }
 }
 
 void MergeMap::reserve(size_t n) {
@@ -144,17 +183,31 @@ Bpe::Bpe(const json& m, BpeTables t) {
     }
   }
   merges_.reserve(t.merges.size());
+  // Resolved a block at a time so the vocab lookups of a block overlap (find_many).
+  constexpr size_t kBlock = 256;
+  std::vector<std::string> merged(kBlock);
+  std::vector<std::string_view> keys(3 * kBlock);
+  std::vector<int32_t> ids(3 * kBlock);
   int32_t rank = 0;
-  std::string merged;
-  for (const auto& [a, b] : t.merges) {
-    int32_t ia = vocab_.find(a), ib = vocab_.find(b);
-    if (ia < 0 || ib < 0) fail(ErrorKind::BadFormat, "model.merges: token '", ia < 0 ? a : b, "' is not in the vocab");
-    merged.assign(a);
-    merged.append(b.size() >= prefix_.size() ? b.substr(prefix_.size()) : b);  // the reference drops the prefix bytes
-    int32_t im = vocab_.find(merged);
-    if (im < 0) fail(ErrorKind::BadFormat, "model.merges: merged token '", merged, "' is not in the vocab");
-    merges_.insert_or_assign(ia, ib, rank, im);
-    ++rank;
+  for (size_t base = 0; base < t.merges.size(); base += kBlock) {
+    const size_t m = std::min(kBlock, t.merges.size() - base);
+    for (size_t k = 0; k < m; ++k) {
+      const auto& [a, b] = t.merges[base + k];
+      merged[k].assign(a);
+      merged[k].append(b.size() >= prefix_.size() ? b.substr(prefix_.size()) : b);  // the reference drops the prefix bytes
+      keys[3 * k] = a;
+      keys[3 * k + 1] = b;
+      keys[3 * k + 2] = merged[k];
+    }
+    vocab_.find_many(keys.data(), ids.data(), 3 * m);
+    for (size_t k = 0; k < m; ++k) {
+      const auto& [a, b] = t.merges[base + k];
+      const int32_t ia = ids[3 * k], ib = ids[3 * k + 1], im = ids[3 * k + 2];
+      if (ia < 0 || ib < 0) fail(ErrorKind::BadFormat, "model.merges: token '", ia < 0 ? a : b, "' is not in the vocab");
+      if (im < 0) fail(ErrorKind::BadFormat, "model.merges: merged token '", merged[k], "' is not in the vocab");
+      merges_.insert_or_assign(ia, ib, rank, im);
+      ++rank;
+    }
   }
 }
 

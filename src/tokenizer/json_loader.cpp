@@ -10,7 +10,9 @@ using Dom = nlohmann::detail::json_sax_dom_parser<json>;
 
 class Sax {
  public:
-  Sax(json& root, BpeTables* t) : dom_(root), t_(t) {}
+  // text_bytes sizes the vocab and merges vectors up front: they are built
+  // an entry at a time, and regrowing them copies (and faults in) megabytes.
+  Sax(json& root, BpeTables* t, size_t text_bytes) : dom_(root), t_(t), guess_(text_bytes / kBytesPerEntryGuess) {}
 
   bool null() { return scalar([&] { return dom_.null(); }); }
   bool boolean(bool v) { return scalar([&] { return dom_.boolean(v); }); }
@@ -44,6 +46,7 @@ class Sax {
       pending_ = Pending::None;
       mode_ = Mode::Vocab;
       t_->has_vocab = true;
+      t_->vocab.reserve(guess_);
       return true;
     }
     flush_pending();
@@ -64,6 +67,7 @@ class Sax {
       pending_ = Pending::None;
       mode_ = Mode::Merges;
       t_->has_merges = true;
+      t_->merges.reserve(guess_);
       return true;
     }
     flush_pending();
@@ -96,6 +100,9 @@ class Sax {
   }
 
  private:
+  // A byte-level BPE tokenizer.json spends about 75 bytes of text per vocab
+  // entry and merge together; a smaller divisor over-reserves address space only.
+  static constexpr size_t kBytesPerEntryGuess = 48;
   enum class Mode { None, Vocab, Merges, MergePair };
   enum class Pending { None, Vocab, Merges };
 
@@ -119,6 +126,7 @@ class Sax {
 
   Dom dom_;
   BpeTables* t_;
+  size_t guess_;
   Mode mode_ = Mode::None;
   Pending pending_ = Pending::None;
   int depth_ = 0;
@@ -131,7 +139,7 @@ class Sax {
 
 json parse_tokenizer_json(const std::string& text, BpeTables* tables) {
   json root;
-  Sax sax(root, tables);
+  Sax sax(root, tables, text.size());
   try {
     json::sax_parse(text, &sax);
   } catch (const json::exception& e) {

@@ -141,5 +141,55 @@ TEST(Garbage, EmptyAndNonObjectInputs) {
   EXPECT_THROW(Tokenizer::from_json(small_tokenizer().dump(), "{not json"), Error);
 }
 
+// Merges resolve in blocks (a few hundred at a time); a chain of merges longer
+// than a block must resolve fully, and a bad entry in a later block must be
+// named, whether one of its tokens or the merged token is missing.
+// Characters c_0..c_{n-1} (distinct CJK code points, ids 0..n-1); merge k joins
+// the prefix c_0..c_k with c_{k+1}, so c_0..c_{n-1} encodes to one id (2n-2).
+std::string cjk(int k) {
+  const uint32_t cp = 0x4E00 + static_cast<uint32_t>(k);
+  return {static_cast<char>(0xE0 | (cp >> 12)), static_cast<char>(0x80 | ((cp >> 6) & 0x3F)),
+          static_cast<char>(0x80 | (cp & 0x3F))};
+}
+std::string cjk_prefix(int len) {
+  std::string s;
+  for (int k = 0; k < len; ++k) s += cjk(k);
+  return s;
+}
+json chain_tokenizer(int n) {
+  json vocab = json::object(), merges = json::array();
+  for (int k = 0; k < n; ++k) vocab[cjk(k)] = k;
+  for (int len = 2; len <= n; ++len) {
+    vocab[cjk_prefix(len)] = n + len - 2;
+    merges.push_back(json::array({cjk_prefix(len - 1), cjk(len - 1)}));
+  }
+  return json{{"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}}}};
+}
+
+TEST(Garbage, MergeChainsAcrossBlocks) {
+  constexpr int n = 700;
+  auto tok = Tokenizer::from_json(chain_tokenizer(n).dump(), "");
+  EXPECT_EQ(tok->encode(cjk_prefix(n), false), std::vector<int32_t>{2 * n - 2});
+  EXPECT_EQ(tok->encode(cjk_prefix(300) + cjk(5), false), (std::vector<int32_t>{n + 298, 5}));
+
+  json bad_token = chain_tokenizer(n);
+  bad_token["model"]["merges"][600][1] = "zz";
+  try {
+    Tokenizer::from_json(bad_token.dump(), "");
+    ADD_FAILURE() << "a merge of an unknown token loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("token 'zz' is not in the vocab"), std::string::npos) << e.what();
+  }
+  json bad_merged = chain_tokenizer(n);
+  bad_merged["model"]["vocab"].erase(cjk_prefix(500));  // merge 498 makes it
+  try {
+    Tokenizer::from_json(bad_merged.dump(), "");
+    ADD_FAILURE() << "a merge into a missing token loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("merged token '" + cjk_prefix(500) + "' is not in the vocab"),
+              std::string::npos) << std::string(e.what()).substr(0, 200);
+  }
+}
+
 }  // namespace
 }  // namespace ingot

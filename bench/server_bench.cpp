@@ -1,15 +1,18 @@
 // server_bench: what the HTTP server costs on top of the engine.
 //  1. start-to-ready: tokenizer + weights + engine + listening socket;
 //  2. streamed tok/s of the same greedy requests in-process (engine handles)
-//     and through HTTP (SSE /v1/completions), one client at a time;
+//     and through HTTP (SSE /v1/completions), one client at a time, in
+//     alternating pairs (median per-pair overhead) plus CPU time per token;
 //  3. TTFT through HTTP at 1 / 8 / 64 concurrent streaming clients.
 // Usage: server_bench MODEL_DIR [TOKENS_PER_REQUEST=64] [REQUESTS=8] [KV=paged]
 #include <httplib.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <thread>
+#include <vector>
 
 #include "ingot/engine.h"
 #include "io/config.h"
@@ -124,32 +127,74 @@ int main(int argc, char** argv) {
               secs(t_tok - t_start), secs(t_model - t_tok), secs(t_engine - t_model),
               ready_s - secs(t_engine - t_start));
 
-  // Warm-up, then in-process vs HTTP, one request at a time.
+  // Warm-up, then in-process vs HTTP, one request at a time, in pairs whose
+  // order alternates (in-process first on even pairs, HTTP first on odd), so a
+  // load change on a shared machine lands on both sides alike. The overhead is
+  // the median over pairs of 1 - tok/s(HTTP) / tok/s(in-process); the process
+  // CPU per token of each side (the HTTP side includes this client) is the
+  // load-independent view.
   http_stream(port, 999, 8);
-  double inproc = 0, over_http = 0;
+  auto cpu_now = [] {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+  };
+  std::vector<double> overhead;
+  double wall_in = 0, wall_http = 0, cpu_in = 0, cpu_http = 0;
   int64_t n_in = 0, n_http = 0;
   for (int i = 0; i < requests; ++i) {
-    engine::Request r;
-    r.prompt = prompt_ids(i);
-    r.sampling.temperature = 0;
-    r.stop.max_tokens = tokens;
-    r.stop.ignore_eos = true;
-    auto t0 = Clock::now();
-    auto h = eng->submit(r);
-    engine::Chunk c;
-    while (true) {
-      if (!h->next(&c, std::chrono::milliseconds(100))) continue;
-      n_in += static_cast<int64_t>(c.tokens.size());
-      if (c.finished) break;
+    double tps_in = 0, tps_http = 0;
+    auto in_process = [&] {
+      engine::Request r;
+      r.prompt = prompt_ids(i);
+      r.sampling.temperature = 0;
+      r.stop.max_tokens = tokens;
+      r.stop.ignore_eos = true;
+      const double c0 = cpu_now();
+      auto t0 = Clock::now();
+      auto h = eng->submit(r);
+      engine::Chunk c;
+      int64_t n = 0;
+      while (true) {
+        if (!h->next(&c, std::chrono::milliseconds(100))) continue;
+        n += static_cast<int64_t>(c.tokens.size());
+        if (c.finished) break;
+      }
+      const double w = secs(Clock::now() - t0);
+      cpu_in += cpu_now() - c0;
+      wall_in += w;
+      n_in += n;
+      tps_in = static_cast<double>(n) / w;
+    };
+    auto over_http = [&] {
+      const double c0 = cpu_now();
+      HttpRun hr = http_stream(port, i, tokens);
+      cpu_http += cpu_now() - c0;
+      wall_http += hr.total;
+      n_http += hr.chunks - 1;  // the last chunk carries the finish reason
+      tps_http = static_cast<double>(hr.chunks - 1) / hr.total;
+    };
+    if (i % 2 == 0) {
+      in_process();
+      over_http();
+    } else {
+      over_http();
+      in_process();
     }
-    inproc += secs(Clock::now() - t0);
-    HttpRun hr = http_stream(port, i, tokens);
-    over_http += hr.total;
-    n_http += hr.chunks - 1;  // the last chunk carries the finish reason
+    overhead.push_back(100.0 * (1.0 - tps_http / tps_in));
   }
-  double tps_in = static_cast<double>(n_in) / inproc, tps_http = static_cast<double>(n_http) / over_http;
-  std::printf("streamed tok/s, 1 client: in-process %.1f, HTTP %.1f (overhead %.2f %%)\n", tps_in, tps_http,
-              100.0 * (1.0 - tps_http / tps_in));
+  std::vector<double> sorted = overhead;
+  std::sort(sorted.begin(), sorted.end());
+  const double med = sorted.size() % 2 ? sorted[sorted.size() / 2]
+                                       : 0.5 * (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]);
+  std::printf("streamed tok/s, 1 client, %d alternating pairs: in-process %.1f, HTTP %.1f (pooled); overhead per pair "
+              "median %.2f %% (min %.2f, max %.2f)\n",
+              requests, static_cast<double>(n_in) / wall_in, static_cast<double>(n_http) / wall_http, med,
+              sorted.front(), sorted.back());
+  std::printf("process CPU per streamed token: in-process %.3f ms, HTTP (server + this client) %.3f ms (%+.2f %%)\n",
+              1000 * cpu_in / static_cast<double>(n_in), 1000 * cpu_http / static_cast<double>(n_http),
+              100.0 * ((cpu_http / static_cast<double>(n_http)) / (cpu_in / static_cast<double>(n_in)) - 1.0));
 
   for (int clients : {1, 8, 64}) {
     std::vector<HttpRun> runs(static_cast<size_t>(clients));

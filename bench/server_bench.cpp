@@ -4,7 +4,7 @@
 //     and through HTTP (SSE /v1/completions), one client at a time, in
 //     alternating pairs (median per-pair overhead) plus CPU time per token;
 //  3. TTFT through HTTP at 1 / 8 / 64 concurrent streaming clients.
-// Usage: server_bench MODEL_DIR [TOKENS_PER_REQUEST=64] [REQUESTS=8] [KV=paged]
+// Usage: server_bench MODEL_DIR [TOKENS_PER_REQUEST=64] [REQUESTS=8] [KV=paged] [THREADS=0 (all cores)]
 #include <httplib.h>
 #include <sys/resource.h>
 
@@ -17,6 +17,7 @@
 #include "ingot/engine.h"
 #include "io/config.h"
 #include "models/model.h"
+#include "backend/cpu/thread_pool.h"
 #include "runtime/runtime.h"
 #include "server/http_app.h"
 #include "server/service.h"
@@ -91,13 +92,14 @@ HttpRun http_stream(int port, int i, int64_t tokens) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: server_bench MODEL_DIR [TOKENS=64] [REQUESTS=8] [KV=paged]\n");
+    std::fprintf(stderr, "usage: server_bench MODEL_DIR [TOKENS=64] [REQUESTS=8] [KV=paged] [THREADS=0]\n");
     return 2;
   }
   const std::string dir = argv[1];
   const int64_t tokens = argc > 2 ? std::atoll(argv[2]) : 64;
   const int requests = argc > 3 ? std::atoi(argv[3]) : 8;
   const std::string kv = argc > 4 ? argv[4] : "paged";
+  if (argc > 5 && std::atoi(argv[5]) > 0) cpu::set_num_threads(std::atoi(argv[5]));
   runtime::init_backends();
   auto t_start = Clock::now();
   auto tok = Tokenizer::from_dir(dir);

@@ -83,13 +83,16 @@ void bf16_tile(const uint16_t* src, int64_t n, float* out) {
   }
 }
 
-// Rows [slot0, slot0 + n) of head `h` of one block plane as float32 [n, dim]:
-// a pointer into the pool for float32 rows, else converted into `tile`.
-const float* load_rows(const LayerPool& lp, bool is_v, int32_t id, int64_t h, int64_t slot0, int64_t n,
-                       float* tile) {
+// Rows [slot0, slot0 + n) of head `h` of block `blk` as float32 [n, dim]:
+// a pointer into the pool for float32 rows (or into the exact rows of the
+// open KV4 block), else converted into `tile`.
+const float* load_rows(const LayerPool& lp, const PagedKV& kv, bool is_v, int64_t blk, int64_t h, int64_t slot0,
+                       int64_t n, float* tile) {
   const PlaneGeometry& g = lp.plane(is_v);
   const KvQuant q = lp.options().quant;
   const int64_t bs = lp.block_size();
+  if (blk == kv.open_block) return (is_v ? kv.open_v : kv.open_k) + (h * bs + slot0) * g.dim;
+  const int32_t id = kv.table[blk];
   const uint8_t* codes = lp.region(is_v ? kVCodes : kKCodes, id) + static_cast<size_t>(h * bs + slot0) * g.row_code_bytes;
   if (q == KvQuant::None) {
     if (lp.elem_dtype() == DType::F32) return reinterpret_cast<const float*>(codes);
@@ -388,6 +391,15 @@ Tensor paged_attention_cpu(const Tensor& q_in, const PagedKV& kv, const AttnPara
   Tensor out = Tensor::empty({t, h, dv}, DType::F32);
   const float* pq = q.data<float>();
   float* po = out.data<float>();
+  // KV4 is stored in the rotated basis: rotate the query rows (dot products
+  // are unchanged) and, below, each output row back.
+  const bool rotated = quant_rotates(lp.options().quant);
+  std::vector<float> qrot;
+  if (rotated) {
+    qrot.assign(pq, pq + t * h * d);
+    for (int64_t r = 0; r < t * h; ++r) hadamard_row(qrot.data() + r * d, d);
+    pq = qrot.data();
+  }
   const bool vnni = kv8_vnni_fits(lp), bf16 = !vnni && bf16_avx512_fits(lp);
   if (vnni || bf16) {
     cpu::pool().parallel_for(t * kvh, 1, [&](int64_t b, int64_t e) {
@@ -421,9 +433,8 @@ Tensor paged_attention_cpu(const Tensor& q_in, const PagedKV& kv, const AttnPara
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (int64_t blk = lo / bs; hi >= lo && blk <= hi / bs; ++blk) {
         const int64_t j0 = std::max(lo, blk * bs), j1 = std::min(hi, blk * bs + bs - 1), n = j1 - j0 + 1;
-        const int32_t id = kv.table[blk];
-        const float* kr = load_rows(lp, false, id, kh, j0 - blk * bs, n, kt.data());
-        const float* vr = load_rows(lp, true, id, kh, j0 - blk * bs, n, vt.data());
+        const float* kr = load_rows(lp, kv, false, blk, kh, j0 - blk * bs, n, kt.data());
+        const float* vr = load_rows(lp, kv, true, blk, kh, j0 - blk * bs, n, vt.data());
         for (int64_t r = 0; r < group; ++r) {
           const int64_t hh = kh * group + r;
           fold_block(pq + (i * h + hh) * d, kr, vr, n, d, dv, p.scale, p.softcap, scores.data(),
@@ -435,6 +446,7 @@ Tensor paged_attention_cpu(const Tensor& q_in, const PagedKV& kv, const AttnPara
         const float li = l[static_cast<size_t>(r)];
         const float inv = li > 0 ? 1.0f / li : 0.0f;
         for (int64_t c = 0; c < dv; ++c) o[c] = acc[static_cast<size_t>(r * dv + c)] * inv;
+        if (rotated) hadamard_row(o, dv);
       }
     }
   });

@@ -20,6 +20,11 @@ struct PagedKV {
   const int32_t* table = nullptr;
   int64_t n_blocks = 0;
   int64_t length = 0;
+  // KV4: block `open_block` is read from these exact float32 rows
+  // ([kv_heads, block_size, dim], rotated basis) instead of its codes.
+  int64_t open_block = -1;
+  const float* open_k = nullptr;
+  const float* open_v = nullptr;
 };
 
 // q [T, H, D] -> [T, H, Dv] float32; p.q_offset is the position of query row 0.

@@ -10,12 +10,12 @@
 
 namespace ingot::kv {
 
-namespace {
-
+// The host versions of the write and gather kernels (kv/paged_attention.h).
 // Rows of one plane for `tokens` positions starting at `pos` written into the
 // pool: src is [T, KVH, dim] contiguous (cache dtype, or f32 when quantized).
-void write_plane(const LayerPool& lp, bool is_v, const std::vector<int32_t>& table, int64_t pos,
-                 const Tensor& src) {
+namespace {
+
+void write_plane(const LayerPool& lp, bool is_v, const int32_t* table, int64_t pos, const Tensor& src) {
   const PlaneGeometry& g = lp.plane(is_v);
   const int64_t t = src.dim(0), kvh = src.dim(1), bs = lp.block_size();
   const KvQuant q = lp.options().quant;
@@ -24,7 +24,7 @@ void write_plane(const LayerPool& lp, bool is_v, const std::vector<int32_t>& tab
   const size_t src_row = q == KvQuant::None ? g.row_code_bytes : static_cast<size_t>(g.dim) * sizeof(float);
   for (int64_t i = 0; i < t; ++i) {
     const int64_t p = pos + i;
-    const int32_t id = table[static_cast<size_t>(p / bs)];
+    const int32_t id = table[p / bs];
     const int64_t slot = p % bs;
     uint8_t* codes = lp.region(rc, id);
     for (int64_t h = 0; h < kvh; ++h) {
@@ -41,8 +41,15 @@ void write_plane(const LayerPool& lp, bool is_v, const std::vector<int32_t>& tab
   }
 }
 
+}  // namespace
+
+void paged_write_cpu(const LayerPool& lp, const int32_t* table, int64_t pos, const Tensor& k, const Tensor& v) {
+  write_plane(lp, false, table, pos, k);
+  write_plane(lp, true, table, pos, v);
+}
+
 // [len, KVH, dim]: cache dtype rows copied, or dequantized float32.
-Tensor gather_plane(const LayerPool& lp, bool is_v, const std::vector<int32_t>& table, int64_t len) {
+Tensor paged_gather_cpu(const LayerPool& lp, bool is_v, const int32_t* table, int64_t len) {
   const PlaneGeometry& g = lp.plane(is_v);
   const int64_t kvh = lp.spec().kv_heads, bs = lp.block_size();
   const KvQuant q = lp.options().quant;
@@ -51,7 +58,7 @@ Tensor gather_plane(const LayerPool& lp, bool is_v, const std::vector<int32_t>& 
   auto* dst = static_cast<uint8_t*>(out.raw());
   const size_t out_row = q == KvQuant::None ? g.row_code_bytes : static_cast<size_t>(g.dim) * sizeof(float);
   for (int64_t p = 0; p < len; ++p) {
-    const int32_t id = table[static_cast<size_t>(p / bs)];
+    const int32_t id = table[p / bs];
     const int64_t slot = p % bs;
     const uint8_t* codes = lp.region(rc, id);
     for (int64_t h = 0; h < kvh; ++h) {
@@ -66,6 +73,14 @@ Tensor gather_plane(const LayerPool& lp, bool is_v, const std::vector<int32_t>& 
     }
   }
   return out;
+}
+
+namespace {
+
+const PagedKernels& kernels_of(const LayerPool& lp) {
+  const PagedKernels* k = paged_kernels(lp.device());
+  INGOT_CHECK(k != nullptr, "no paged KV kernels for ", device_name(lp.device()));
+  return *k;
 }
 
 }  // namespace
@@ -100,15 +115,19 @@ void PagedLayerCache::append(const Tensor& k, const Tensor& v) {
     }
   }
   const DType dt = lp_->options().quant == KvQuant::None ? lp_->elem_dtype() : DType::F32;
+  if (k.device() != lp_->device() || v.device() != lp_->device())
+    fail(ErrorKind::InvalidArgument, "paged KV append: k/v on ", device_name(k.device()), ", pool on ",
+         device_name(lp_->device()));
   Tensor kc = ops::cast(k, dt).contiguous(), vc = ops::cast(v, dt).contiguous();
-  write_plane(*lp_, false, table_, len_, kc);
-  write_plane(*lp_, true, table_, len_, vc);
+  const PagedKernels& kern = kernels_of(*lp_);
+  kern.write(*lp_, table_.data(), len_, kc, vc);
   len_ += t;
 }
 
 std::pair<Tensor, Tensor> PagedLayerCache::fetch(int64_t* first_pos) const {
   *first_pos = 0;
-  return {gather_plane(*lp_, false, table_, len_), gather_plane(*lp_, true, table_, len_)};
+  const PagedKernels& kern = kernels_of(*lp_);
+  return {kern.gather(*lp_, false, table_.data(), len_), kern.gather(*lp_, true, table_.data(), len_)};
 }
 
 Tensor PagedLayerCache::attend(const Tensor& q, AttnParams p) const {

@@ -103,11 +103,8 @@ __device__ inline void load8<__nv_bfloat16>(const __nv_bfloat16* p, float (&f)[8
 
 // K/V as the kernels read them: key row j of KV head kh dotted with the
 // query, eight key values from element 8·c8 (the grouped kernel), value c
-// of row j. stage(slot, j, kh) runs once per key of a tile (slot = its place
-// in the tile) before the value loop, which then reads val(slot, j, kh, c):
-// a layout may look the row up there once instead of per value. Contiguous
-// [S, KVH, D] rows here; the paged stores' block tables in paged.cu. Same
-// arithmetic in the same order for every layout.
+// of row j. Contiguous [S, KVH, D] rows here; the paged stores' block
+// tables in paged.cu. Same arithmetic in the same order for every layout.
 template <typename T>
 struct DenseKV {
   const T* k;
@@ -117,8 +114,7 @@ struct DenseKV {
   __device__ void key8(int64_t j, int64_t kh, int64_t c8, float (&f)[8]) const {
     load8(k + (j * kvh + kh) * d + c8 * 8, f);
   }
-  __device__ void stage(int, int64_t, int64_t) const {}
-  __device__ float val(int, int64_t j, int64_t kh, int64_t c) const { return ld(v, (j * kvh + kh) * dv + c); }
+  __device__ float val(int64_t j, int64_t kh, int64_t c) const { return ld(v, (j * kvh + kh) * dv + c); }
 };
 
 template <class KV>
@@ -161,7 +157,6 @@ __global__ void attention_kernel(const float* q, KV kv, float* out, int64_t h, i
     float pj = j <= hi ? expf(score - nm) : 0.0f;
     float corr = expf(m - nm);
     l = l * corr + tile_sum(pj, red);
-    if (j <= hi) kv.stage(threadIdx.x, j, kh);
     ps[threadIdx.x] = pj;
     __syncthreads();
     int64_t n = min(static_cast<int64_t>(kTile), hi - t0 + 1);
@@ -172,12 +167,12 @@ __global__ void attention_kernel(const float* q, KV kv, float* out, int64_t h, i
       float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
       int64_t jj = 0;
       for (; jj + 4 <= n; jj += 4) {
-        a0 = fmaf(ps[jj], kv.val(jj, t0 + jj, kh, c), a0);
-        a1 = fmaf(ps[jj + 1], kv.val(jj + 1, t0 + jj + 1, kh, c), a1);
-        a2 = fmaf(ps[jj + 2], kv.val(jj + 2, t0 + jj + 2, kh, c), a2);
-        a3 = fmaf(ps[jj + 3], kv.val(jj + 3, t0 + jj + 3, kh, c), a3);
+        a0 = fmaf(ps[jj], kv.val(t0 + jj, kh, c), a0);
+        a1 = fmaf(ps[jj + 1], kv.val(t0 + jj + 1, kh, c), a1);
+        a2 = fmaf(ps[jj + 2], kv.val(t0 + jj + 2, kh, c), a2);
+        a3 = fmaf(ps[jj + 3], kv.val(t0 + jj + 3, kh, c), a3);
       }
-      for (; jj < n; ++jj) a0 = fmaf(ps[jj], kv.val(jj, t0 + jj, kh, c), a0);
+      for (; jj < n; ++jj) a0 = fmaf(ps[jj], kv.val(t0 + jj, kh, c), a0);
       acc[r] = acc[r] * corr + ((a0 + a1) + (a2 + a3));
     }
     m = nm;
@@ -252,7 +247,6 @@ __global__ void attention_group_kernel(const float* q, KV kv, float* out, int64_
           for (int e = 0; e < 8; ++e) sc[g] = fmaf(qs[g * d + c8 * 8 + e], f[e], sc[g]);
       }
     }
-    if (j <= hi) kv.stage(threadIdx.x, j, kh);
     float corr[G];
 #pragma unroll
     for (int g = 0; g < G; ++g) {
@@ -279,7 +273,7 @@ __global__ void attention_group_kernel(const float* q, KV kv, float* out, int64_
 #pragma unroll
       for (int g = 0; g < G; ++g) a[g] = 0;
       for (int64_t jj = 0; jj < n; ++jj) {
-        const float vv = kv.val(static_cast<int>(jj), t0 + jj, kh, c);
+        const float vv = kv.val(t0 + jj, kh, c);
 #pragma unroll
         for (int g = 0; g < G; ++g) a[g] = fmaf(ps[g * kTile + jj], vv, a[g]);
       }

@@ -47,14 +47,8 @@ struct PagedRowsKV {
   }
   __device__ float dot(const float* qs, int64_t j, int64_t kh) const { return attn::dot_row(qs, key(j, kh), d); }
   __device__ void key8(int64_t j, int64_t kh, int64_t c8, float (&f)[8]) const { attn::load8(key(j, kh) + c8 * 8, f); }
-  // The tile's value rows, looked up once per key.
-  __device__ static const uint8_t** staged() {
-    __shared__ const uint8_t* rows[attn::kTile];
-    return rows;
-  }
-  __device__ void stage(int slot, int64_t j, int64_t kh) const { staged()[slot] = row_of(blocks, ix, 2, j, kh, vrow); }
-  __device__ float val(int slot, int64_t, int64_t, int64_t c) const {
-    return attn::ld(reinterpret_cast<const T*>(staged()[slot]), c);
+  __device__ float val(int64_t j, int64_t kh, int64_t c) const {
+    return attn::ld(reinterpret_cast<const T*>(row_of(blocks, ix, 2, j, kh, vrow)), c);
   }
 };
 
@@ -91,18 +85,9 @@ struct PagedQuantKV {
       f[e] = fmaf(code_at<Bits>(c, x), pr[2 * gi], pr[2 * gi + 1]);
     }
   }
-  // The tile's value codes and parameters, looked up once per key.
-  __device__ static const uint8_t** staged() {
-    __shared__ const uint8_t* rows[2 * attn::kTile];
-    return rows;
-  }
-  __device__ void stage(int slot, int64_t j, int64_t kh) const {
-    staged()[2 * slot] = row_of(blocks, ix, 2, j, kh, vrow);
-    staged()[2 * slot + 1] = row_of(blocks, ix, 3, j, kh, vpar * 4);
-  }
-  __device__ float val(int slot, int64_t, int64_t, int64_t x) const {
-    const uint8_t* c = staged()[2 * slot];
-    const float* pr = reinterpret_cast<const float*>(staged()[2 * slot + 1]);
+  __device__ float val(int64_t j, int64_t kh, int64_t x) const {
+    const uint8_t* c = row_of(blocks, ix, 2, j, kh, vrow);
+    const float* pr = reinterpret_cast<const float*>(row_of(blocks, ix, 3, j, kh, vpar * 4));
     const int64_t gi = group_of(x, vgroup, vshift);
     return fmaf(code_at<Bits>(c, x), pr[2 * gi], pr[2 * gi + 1]);
   }
@@ -231,12 +216,7 @@ __global__ void gather_rows_kernel(PagedBlocks kv, BlockIndex ix, bool is_v, uin
   const uint8_t* c = row_of(kv.blocks, ix, is_v ? 2 : 0, p, h, rb);
   if (kv.quant_bits == 0) {
     uint8_t* o = out + row * rb;
-    if (rb % 4 == 0) {
-      for (int64_t w = threadIdx.x; w < rb / 4; w += blockDim.x)
-        reinterpret_cast<uint32_t*>(o)[w] = reinterpret_cast<const uint32_t*>(c)[w];
-    } else {
-      for (int64_t w = threadIdx.x; w < rb; w += blockDim.x) o[w] = c[w];
-    }
+    for (int64_t w = threadIdx.x; w < rb; w += blockDim.x) o[w] = c[w];
     return;
   }
   const int64_t group = is_v ? kv.v_group : kv.k_group, np = is_v ? kv.v_row_params : kv.k_row_params;

@@ -10,14 +10,15 @@
 
 namespace ingot::kv {
 
-namespace {
-
+// The host versions of the write and gather kernels (kv/paged_attention.h).
 // Rows of one plane for `tokens` positions starting at `pos` written into the
 // pool: src is [T, KVH, dim] contiguous (cache dtype, or f32 when quantized).
 // KV4 rows are rotated first; rows of block `open_block` are also kept exact
 // in `open` ([KVH, bs, dim] float32, rotated).
-void write_plane(const LayerPool& lp, bool is_v, const std::vector<int32_t>& table, int64_t pos,
-                 const Tensor& src, int64_t open_block, float* open) {
+namespace {
+
+void write_plane(const LayerPool& lp, bool is_v, const int32_t* table, int64_t pos, const Tensor& src,
+                 int64_t open_block, float* open) {
   const PlaneGeometry& g = lp.plane(is_v);
   const int64_t t = src.dim(0), kvh = src.dim(1), bs = lp.block_size();
   const KvQuant q = lp.options().quant;
@@ -28,7 +29,7 @@ void write_plane(const LayerPool& lp, bool is_v, const std::vector<int32_t>& tab
   std::vector<float> rot(rotate ? static_cast<size_t>(g.dim) : 0);
   for (int64_t i = 0; i < t; ++i) {
     const int64_t p = pos + i;
-    const int32_t id = table[static_cast<size_t>(p / bs)];
+    const int32_t id = table[p / bs];
     const int64_t slot = p % bs;
     uint8_t* codes = lp.region(rc, id);
     for (int64_t h = 0; h < kvh; ++h) {
@@ -51,10 +52,18 @@ void write_plane(const LayerPool& lp, bool is_v, const std::vector<int32_t>& tab
   }
 }
 
+}  // namespace
+
+void paged_write_cpu(const LayerPool& lp, const int32_t* table, int64_t pos, const Tensor& k, const Tensor& v,
+                     const OpenBlock& open) {
+  write_plane(lp, false, table, pos, k, open.block, open.k);
+  write_plane(lp, true, table, pos, v, open.block, open.v);
+}
+
 // [len, KVH, dim]: cache dtype rows copied, or dequantized float32 (the open
 // block's exact rows where held; KV4 rotated back).
-Tensor gather_plane(const LayerPool& lp, bool is_v, const std::vector<int32_t>& table, int64_t len,
-                    int64_t open_block, const float* open) {
+Tensor paged_gather_cpu(const LayerPool& lp, bool is_v, const int32_t* table, int64_t len, int64_t open_block,
+                        const float* open) {
   const PlaneGeometry& g = lp.plane(is_v);
   const int64_t kvh = lp.spec().kv_heads, bs = lp.block_size();
   const KvQuant q = lp.options().quant;
@@ -63,7 +72,7 @@ Tensor gather_plane(const LayerPool& lp, bool is_v, const std::vector<int32_t>& 
   auto* dst = static_cast<uint8_t*>(out.raw());
   const size_t out_row = q == KvQuant::None ? g.row_code_bytes : static_cast<size_t>(g.dim) * sizeof(float);
   for (int64_t p = 0; p < len; ++p) {
-    const int32_t id = table[static_cast<size_t>(p / bs)];
+    const int32_t id = table[p / bs];
     const int64_t slot = p % bs;
     const uint8_t* codes = lp.region(rc, id);
     for (int64_t h = 0; h < kvh; ++h) {
@@ -84,6 +93,14 @@ Tensor gather_plane(const LayerPool& lp, bool is_v, const std::vector<int32_t>& 
     }
   }
   return out;
+}
+
+namespace {
+
+const PagedKernels& kernels_of(const LayerPool& lp) {
+  const PagedKernels* k = paged_kernels(lp.device());
+  INGOT_CHECK(k != nullptr, "no paged KV kernels for ", device_name(lp.device()));
+  return *k;
 }
 
 }  // namespace
@@ -130,17 +147,24 @@ void PagedLayerCache::append(const Tensor& k, const Tensor& v) {
   int64_t open = -1;
   if (keeps_open_block() && end % bs != 0 && (last_blk == open_block_ || last_blk * bs >= len_)) open = last_blk;
   const DType dt = lp_->options().quant == KvQuant::None ? lp_->elem_dtype() : DType::F32;
+  if (k.device() != lp_->device() || v.device() != lp_->device())
+    fail(ErrorKind::InvalidArgument, "paged KV append: k/v on ", device_name(k.device()), ", pool on ",
+         device_name(lp_->device()));
   Tensor kc = ops::cast(k, dt).contiguous(), vc = ops::cast(v, dt).contiguous();
-  write_plane(*lp_, false, table_, len_, kc, open, open >= 0 ? open_k_.data() : nullptr);
-  write_plane(*lp_, true, table_, len_, vc, open, open >= 0 ? open_v_.data() : nullptr);
+  const PagedKernels& kern = kernels_of(*lp_);
+  OpenBlock ob;
+  if (open >= 0) ob = OpenBlock{open, open_k_.data(), open_v_.data()};
+  kern.write(*lp_, table_.data(), len_, kc, vc, ob);
   open_block_ = open;
   len_ = end;
 }
 
 std::pair<Tensor, Tensor> PagedLayerCache::fetch(int64_t* first_pos) const {
   *first_pos = 0;
-  return {gather_plane(*lp_, false, table_, len_, open_block_, open_k_.empty() ? nullptr : open_k_.data()),
-          gather_plane(*lp_, true, table_, len_, open_block_, open_v_.empty() ? nullptr : open_v_.data())};
+  const PagedKernels& kern = kernels_of(*lp_);
+  const bool open = open_block_ >= 0;
+  return {kern.gather(*lp_, false, table_.data(), len_, open_block_, open ? open_k_.data() : nullptr),
+          kern.gather(*lp_, true, table_.data(), len_, open_block_, open ? open_v_.data() : nullptr)};
 }
 
 Tensor PagedLayerCache::attend(const Tensor& q, AttnParams p) const {

@@ -43,8 +43,9 @@ namespace ingot::kv {
 
 namespace {
 
-std::map<Device, PagedAttentionFn>& kernels() {
-  static std::map<Device, PagedAttentionFn> m{{Device::CPU, &paged_attention_cpu}};
+std::map<Device, PagedKernels>& kernels() {
+  static std::map<Device, PagedKernels> m{
+      {Device::CPU, PagedKernels{&paged_attention_cpu, &paged_write_cpu, &paged_gather_cpu}}};
   return m;
 }
 
@@ -431,13 +432,20 @@ void attend_bf16_avx512(const LayerPool& lp, const PagedKV& kv, const float* q, 
 
 }  // namespace
 
-void register_paged_attention(Device d, PagedAttentionFn fn) { kernels()[d] = fn; }
+void register_paged_kernels(Device d, const PagedKernels& k) { kernels()[d] = k; }
+
+const PagedKernels* paged_kernels(Device d) {
+  auto it = kernels().find(d);
+  return it == kernels().end() || !it->second.attend ? nullptr : &it->second;
+}
 
 Tensor paged_attention(const Tensor& q, const PagedKV& kv, const AttnParams& p) {
-  auto it = kernels().find(q.device());
-  if (it == kernels().end())
-    fail(ErrorKind::Unsupported, "no paged-attention kernel for device ", device_name(q.device()));
-  return it->second(q, kv, p);
+  if (q.device() != kv.pool->device())
+    fail(ErrorKind::InvalidArgument, "paged attention: queries on ", device_name(q.device()), ", KV pool on ",
+         device_name(kv.pool->device()));
+  const PagedKernels* k = paged_kernels(q.device());
+  if (!k) fail(ErrorKind::Unsupported, "no paged-attention kernel for device ", device_name(q.device()));
+  return k->attend(q, kv, p);
 }
 
 Tensor paged_attention_cpu(const Tensor& q_in, const PagedKV& kv, const AttnParams& p) {

@@ -65,6 +65,8 @@ std::vector<LayerView> snapshot_layers(const SequenceCache& seq_in, const Pool**
     v.push_back(lv);
   }
   if (!*pool) fail(ErrorKind::Unsupported, "snapshots need at least one paged layer");
+  if ((*pool)->device() != Device::CPU)
+    fail(ErrorKind::Unsupported, "KV snapshots of a ", device_name((*pool)->device()), " pool are not supported yet");
   return v;
 }
 
@@ -325,6 +327,8 @@ SnapshotInfo read_snapshot_info(const std::string& path) {
 
 std::unique_ptr<SequenceCache> restore_snapshot(const std::string& path, Pool& pool, const SnapshotKey& key,
                                                 std::vector<int32_t>* tokens_out) {
+  if (pool.device() != Device::CPU)
+    fail(ErrorKind::Unsupported, "KV snapshots of a ", device_name(pool.device()), " pool are not supported yet");
   Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   if (f.fd < 0) fail(ErrorKind::NotFound, "cannot open snapshot ", path, ": ", std::strerror(errno));
   Header h = read_header(f.fd, path);

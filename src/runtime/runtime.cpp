@@ -8,6 +8,7 @@
 
 #ifdef INGOT_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
+#include "kv/paged_cuda.h"
 #endif
 
 namespace ingot::runtime {
@@ -17,6 +18,7 @@ void init_backends() {
   quant::install_cpu_kernels();
 #ifdef INGOT_HAVE_CUDA
   cuda::try_install();
+  if (cuda::available()) kv::install_paged_cuda();
 #endif
 }
 

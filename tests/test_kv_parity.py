@@ -18,9 +18,10 @@ ALL = FAMILIES + ["gemma2", "gemma3", "gemma4", "qwen3_moe", "qwen3_next", "qwen
 # Outside the checker's bars whatever the KV store (docs/models.md).
 KNOWN_GAPS = {"qwen3_next-bfloat16"}
 # kv4 on bfloat16 goldens is held to the bf16 bar 3e-2 by the checker; these
-# meet it (measured 2.1e-2 - 2.7e-2). The others are 3.1e-2 - 8.2e-2
-# (docs/kv-cache.md): 4-bit noise, and for the MoE models, expert flips.
-KV4_BF16_OK = {"llama", "llama3-rope", "qwen2", "gemma3", "qwen3_5"}
+# meet it (measured 2.2e-2 - 2.8e-2 with rotated rows and the exact open
+# block). The others are 3.8e-2 - 7.4e-2 (docs/kv-cache.md): 4-bit noise, and
+# for the MoE models, expert flips.
+KV4_BF16_OK = {"llama", "llama3-rope", "qwen2", "qwen3", "gemma3", "qwen3_5"}
 KV4_F32_GAPS = {"qwen3_next"}
 
 

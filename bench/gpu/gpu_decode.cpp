@@ -1,6 +1,8 @@
 // Batch-1 prefill / decode speed of a random-weight Llama-shaped bf16 model
 // on the GPU, plus the device copy bandwidth the decode roofline needs.
-//   gpu_decode [--shape 1b|8b] [--pp 512] [--tg 128] [--reps 3]
+//   gpu_decode [--shape 1b|8b] [--pp 512] [--tg 128] [--reps 3] [--depth N] [--kv KIND]
+// --kv picks the KV store (contiguous by default; paged, paged-direct, kv8 and
+// kv4 run the plain decode only: graph replay needs the contiguous store).
 // Prints pp/tg tok/s (median of reps after one warm-up, timed around
 // cudaStreamSynchronize) and the roofline: copy bandwidth / bytes per token.
 #include <algorithm>
@@ -23,6 +25,8 @@
 using namespace ingot;
 
 namespace {
+
+std::string g_kv = "contiguous";  // --kv
 
 struct Shape3 {
   int64_t hidden, layers, heads, kv_heads, head_dim, inter, vocab;
@@ -133,7 +137,7 @@ std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint32_t seed) {
 
 // One prefill of `pp` tokens into a fresh cache; seconds.
 double run_prefill(Model& m, int64_t pp) {
-  auto cache = new_cache(m);
+  auto cache = new_cache(m, CacheOptions{g_kv, {}});
   BatchInput in;
   in.tokens = random_tokens(pp, m.vocab_size(), 7);
   in.seqs.push_back({cache.get(), pp, false});
@@ -168,7 +172,7 @@ double linear_bandwidth(int64_t m, int64_t k) {
 // Greedy decode of `tg` tokens from an empty context (llama-bench's tg);
 // each step's token id comes back to the host like in generation. Seconds.
 double run_decode(Model& m, int64_t tg, int64_t depth, double* enqueue_s) {
-  auto cache = new_cache(m);
+  auto cache = new_cache(m, CacheOptions{g_kv, {}});
   if (depth > 0) {
     BatchInput in;
     in.tokens = random_tokens(depth, m.vocab_size(), 9);
@@ -195,7 +199,7 @@ double run_decode(Model& m, int64_t tg, int64_t depth, double* enqueue_s) {
 // The same greedy decode replayed from a captured graph (GreedyStepGraph):
 // the first step captures, the host only launches and reads each token id.
 double run_decode_graph(Model& m, int64_t tg, int64_t depth, double* enqueue_s, bool read_once) {
-  auto cache = new_cache(m);
+  auto cache = new_cache(m, CacheOptions{g_kv, {}});
   if (depth > 0) {
     BatchInput in;
     in.tokens = random_tokens(depth, m.vocab_size(), 9);
@@ -236,8 +240,9 @@ int main(int argc, char** argv) {
     else if (a == "--tg") tg = std::stoll(next());
     else if (a == "--reps") reps = std::stoll(next());
     else if (a == "--depth") depth = std::stoll(next());
+    else if (a == "--kv") g_kv = next();
     else {
-      std::fprintf(stderr, "usage: gpu_decode [--shape 1b|8b] [--pp N] [--tg N] [--reps N] [--depth N]\n");
+      std::fprintf(stderr, "usage: gpu_decode [--shape 1b|8b] [--pp N] [--tg N] [--reps N] [--depth N] [--kv KIND]\n");
       return 2;
     }
   }
@@ -276,23 +281,26 @@ int main(int argc, char** argv) {
                 "host enqueue %.3f ms/token)\n",
                 (long long)tg, (long long)depth, tg / tgs, tgs / tg * 1e3, 100.0 * (tg / tgs) / (bw / wbytes),
                 enq / double(reps * tg) * 1e3);
-    // Graph replay: first a warm-up (capture included), then the timed runs.
-    double genq = 0;
-    std::vector<double> tgr;
-    run_decode_graph(*model, std::min<int64_t>(tg, 16), depth, &genq, false);
-    genq = 0;
-    for (int64_t r = 0; r < reps; ++r) tgr.push_back(run_decode_graph(*model, tg, depth, &genq, false));
-    double tgg = median(tgr);
-    std::printf("tg%lld (depth %lld) graph replay: %.1f tok/s (median %.3f ms/token, %.0f%% of roofline; "
-                "host per token incl. id readback %.3f ms; capture step not timed)\n",
-                (long long)tg, (long long)depth, tg / tgg, tgg / tg * 1e3, 100.0 * (tg / tgg) / (bw / wbytes),
-                genq / double(reps * tg) * 1e3);
-    std::vector<double> tgo;
-    for (int64_t r = 0; r < reps; ++r) tgo.push_back(run_decode_graph(*model, tg, depth, &genq, true));
-    const double tgs_once = median(tgo);
-    std::printf("tg%lld (depth %lld) graph replay, ids read once: %.1f tok/s (median %.3f ms/token, %.0f%% of roofline)\n",
-                (long long)tg, (long long)depth, tg / tgs_once, tgs_once / tg * 1e3,
-                100.0 * (tg / tgs_once) / (bw / wbytes));
+    std::printf("kv store: %s\n", g_kv.c_str());
+    if (g_kv == "contiguous") {
+      // Graph replay: first a warm-up (capture included), then the timed runs.
+      double genq = 0;
+      std::vector<double> tgr;
+      run_decode_graph(*model, std::min<int64_t>(tg, 16), depth, &genq, false);
+      genq = 0;
+      for (int64_t r = 0; r < reps; ++r) tgr.push_back(run_decode_graph(*model, tg, depth, &genq, false));
+      double tgg = median(tgr);
+      std::printf("tg%lld (depth %lld) graph replay: %.1f tok/s (median %.3f ms/token, %.0f%% of roofline; "
+                  "host per token incl. id readback %.3f ms; capture step not timed)\n",
+                  (long long)tg, (long long)depth, tg / tgg, tgg / tg * 1e3, 100.0 * (tg / tgg) / (bw / wbytes),
+                  genq / double(reps * tg) * 1e3);
+      std::vector<double> tgo;
+      for (int64_t r = 0; r < reps; ++r) tgo.push_back(run_decode_graph(*model, tg, depth, &genq, true));
+      const double tgs_once = median(tgo);
+      std::printf("tg%lld (depth %lld) graph replay, ids read once: %.1f tok/s (median %.3f ms/token, %.0f%% of roofline)\n",
+                  (long long)tg, (long long)depth, tg / tgs_once, tgs_once / tg * 1e3,
+                  100.0 * (tg / tgs_once) / (bw / wbytes));
+    }
     for (auto [m, k] : {std::pair<int64_t, int64_t>{s.kv_heads * s.head_dim, s.hidden}, {s.inter, s.hidden},
                         {s.hidden, s.inter}, {s.vocab, s.hidden}})
       std::printf("linear n=1 [%lld x %lld] bf16: %.0f GB/s of weights\n", (long long)m, (long long)k,

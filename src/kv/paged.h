@@ -1,6 +1,12 @@
 // The paged store: one layer's view of a LayerPool through a block table.
 // Rows are written into the block that holds their position; a block that is
 // shared (after clone()) or frozen (published) is copied first.
+//
+// KV4 also keeps the open (not yet full) last block exact: its rows, in the
+// rotated basis, are held in float32 by this sequence beside their codes, and
+// attention reads them from there; once the block fills only its codes stay.
+// The codes are always written, so blocks are valid on their own (clone,
+// copy-on-write, snapshots, trim back into a closed block all see codes).
 #pragma once
 #include <memory>
 #include <vector>
@@ -32,8 +38,18 @@ class PagedLayerCache final : public LayerCache {
   LayerPool& layer_pool() const { return *lp_; }
   const std::shared_ptr<Pool>& pool() const { return pool_; }
   // Takes ownership of one reference to each block of `table` (a restored
-  // snapshot) holding `tokens` tokens.
-  void adopt(std::vector<int32_t> table, int64_t tokens);
+  // snapshot) holding `tokens` tokens; `open_k`/`open_v` (or null) are the
+  // exact rows of the open last block, laid out as open_rows().
+  void adopt(std::vector<int32_t> table, int64_t tokens, const float* open_k = nullptr,
+             const float* open_v = nullptr);
+
+  // Whether this store keeps its open block exact (KV4).
+  bool keeps_open_block() const;
+  // The block index whose exact rows are held, or -1.
+  int64_t open_block() const { return open_block_; }
+  // float32 [kv_heads, block_size, dim] rows of the open block (rotated basis).
+  const float* open_rows(bool v) const { return v ? open_v_.data() : open_k_.data(); }
+  size_t open_floats(bool v) const { return v ? open_v_.size() : open_k_.size(); }
 
  private:
   void release_from(size_t first_block);
@@ -41,6 +57,8 @@ class PagedLayerCache final : public LayerCache {
   LayerPool* lp_;
   std::vector<int32_t> table_;
   int64_t len_ = 0;
+  int64_t open_block_ = -1;
+  std::vector<float> open_k_, open_v_;  // sized once when keeps_open_block()
 };
 
 // Freezes every paged layer of `seq` (a prefix that others may now share).

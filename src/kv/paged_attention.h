@@ -1,11 +1,18 @@
-// Direct paged attention: reads K/V straight from a layer pool through a
-// block table (no gather), with an online (flash-style) softmax, GQA, and
-// KV8/KV4 dequantization fused into the block loads. The interface names no
-// device: each backend registers its kernel for the pool's device.
+// Device kernels of the paged stores. Direct paged attention reads K/V
+// straight from a layer pool through a block table (no gather), with an
+// online (flash-style) softmax, GQA, and KV8/KV4 dequantization fused into
+// the block loads; the write kernel puts new rows into their blocks
+// (quantizing them on the way for KV8/KV4); the gather kernel copies a
+// table's rows out into contiguous K/V. The interface names no device: each
+// backend registers its kernels for the pools of its device, and a pool on a
+// device without kernels is refused when it is created.
 //
-// Online softmax rescales partial sums block by block, so the result differs
-// from the reference SDPA in the last bits; the gather path stays the
-// bit-exact control and tests bound the difference.
+// Online softmax rescales partial sums block by block; on the CPU that
+// differs from the reference SDPA in the last bits, so the gather path stays
+// the bit-exact control there and tests bound the difference. (The CUDA
+// reference attention is itself an online softmax over the same key tiles,
+// so its direct kernel is bit-identical to the contiguous store:
+// docs/kv-cache.md.)
 #pragma once
 #include <cstdint>
 
@@ -17,18 +24,57 @@ namespace ingot::kv {
 // One sequence's K/V in a pool: blocks table[0..n_blocks) hold `length` tokens.
 struct PagedKV {
   const LayerPool* pool = nullptr;
-  const int32_t* table = nullptr;
+  const int32_t* table = nullptr;  // host memory
   int64_t n_blocks = 0;
   int64_t length = 0;
+  // KV4: block `open_block` is read from these exact float32 rows
+  // ([kv_heads, block_size, dim], rotated basis) instead of its codes.
+  int64_t open_block = -1;
+  const float* open_k = nullptr;
+  const float* open_v = nullptr;
 };
 
 // q [T, H, D] -> [T, H, Dv] float32; p.q_offset is the position of query row 0.
 Tensor paged_attention(const Tensor& q, const PagedKV& kv, const AttnParams& p);
 
-using PagedAttentionFn = Tensor (*)(const Tensor& q, const PagedKV& kv, const AttnParams& p);
-void register_paged_attention(Device d, PagedAttentionFn fn);
+// Where the write kernel keeps KV4's exact rows of a sequence's open block
+// (see PagedKV): `block` < 0 when there is none.
+struct OpenBlock {
+  int64_t block = -1;
+  float* k = nullptr;
+  float* v = nullptr;
+};
 
-// The CPU kernel (registered for Device::CPU by default).
+using PagedAttentionFn = Tensor (*)(const Tensor& q, const PagedKV& kv, const AttnParams& p);
+// Writes rows [pos, pos + T) of both planes of `table` (host memory; the
+// blocks are already private) from k [T, KVH, D] and v [T, KVH, Dv],
+// contiguous on the pool's device: the cache dtype, or float32 for KV8/KV4
+// (quantized here), and for KV4 the open block's exact rows.
+using PagedWriteFn = void (*)(const LayerPool& lp, const int32_t* table, int64_t pos, const Tensor& k,
+                              const Tensor& v, const OpenBlock& open);
+// Rows [0, len) of plane K or V as [len, KVH, dim] on the pool's device: the
+// cache dtype, or float32 dequantized.
+// For KV4, rows of block `open_block` come from `open` (that plane's exact rows).
+using PagedGatherFn = Tensor (*)(const LayerPool& lp, bool is_v, const int32_t* table, int64_t len,
+                                 int64_t open_block, const float* open);
+
+struct PagedKernels {
+  PagedAttentionFn attend = nullptr;
+  PagedWriteFn write = nullptr;
+  PagedGatherFn gather = nullptr;
+  // KV4 rotates rows and keeps the open block's exact rows in host memory
+  // beside the codes; a device whose kernels do not do that refuses KV4 pools.
+  bool kv4 = true;
+};
+void register_paged_kernels(Device d, const PagedKernels& k);
+// nullptr when device `d` has no paged kernels.
+const PagedKernels* paged_kernels(Device d);
+
+// The CPU kernels (registered for Device::CPU by default).
 Tensor paged_attention_cpu(const Tensor& q, const PagedKV& kv, const AttnParams& p);
+void paged_write_cpu(const LayerPool& lp, const int32_t* table, int64_t pos, const Tensor& k, const Tensor& v,
+                     const OpenBlock& open);
+Tensor paged_gather_cpu(const LayerPool& lp, bool is_v, const int32_t* table, int64_t len, int64_t open_block,
+                        const float* open);
 
 }  // namespace ingot::kv

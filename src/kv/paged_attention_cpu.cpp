@@ -43,8 +43,9 @@ namespace ingot::kv {
 
 namespace {
 
-std::map<Device, PagedAttentionFn>& kernels() {
-  static std::map<Device, PagedAttentionFn> m{{Device::CPU, &paged_attention_cpu}};
+std::map<Device, PagedKernels>& kernels() {
+  static std::map<Device, PagedKernels> m{
+      {Device::CPU, PagedKernels{&paged_attention_cpu, &paged_write_cpu, &paged_gather_cpu}}};
   return m;
 }
 
@@ -83,13 +84,16 @@ void bf16_tile(const uint16_t* src, int64_t n, float* out) {
   }
 }
 
-// Rows [slot0, slot0 + n) of head `h` of one block plane as float32 [n, dim]:
-// a pointer into the pool for float32 rows, else converted into `tile`.
-const float* load_rows(const LayerPool& lp, bool is_v, int32_t id, int64_t h, int64_t slot0, int64_t n,
-                       float* tile) {
+// Rows [slot0, slot0 + n) of head `h` of block `blk` as float32 [n, dim]:
+// a pointer into the pool for float32 rows (or into the exact rows of the
+// open KV4 block), else converted into `tile`.
+const float* load_rows(const LayerPool& lp, const PagedKV& kv, bool is_v, int64_t blk, int64_t h, int64_t slot0,
+                       int64_t n, float* tile) {
   const PlaneGeometry& g = lp.plane(is_v);
   const KvQuant q = lp.options().quant;
   const int64_t bs = lp.block_size();
+  if (blk == kv.open_block) return (is_v ? kv.open_v : kv.open_k) + (h * bs + slot0) * g.dim;
+  const int32_t id = kv.table[blk];
   const uint8_t* codes = lp.region(is_v ? kVCodes : kKCodes, id) + static_cast<size_t>(h * bs + slot0) * g.row_code_bytes;
   if (q == KvQuant::None) {
     if (lp.elem_dtype() == DType::F32) return reinterpret_cast<const float*>(codes);
@@ -152,45 +156,104 @@ void fold_block(const float* qr, const float* kt, const float* vt, int64_t n, in
 // + kb_g * sum(q_g);
 // values fold their affine parameters into the weights (acc += w*vs * codes,
 // plus w*vb per group, added at the end). Half the bytes of bf16 and one
-// vpdpbusd per 64 key values per head. Needs head dims and groups that are
-// multiples of 64 (keys) and 16 (values).
+// vpdpbusd per 64 key values per head. The 16 rows of a block tile combine
+// 254 hi + lo in int32 and are summed by one transpose tree (no per-row
+// horizontal reduction); their group parameters apply to 16 scores at once,
+// and each value row widens to float32 once for up to 4 query heads. Needs
+// head dims and groups that are multiples of 64 (keys, at most 128) and 16
+// (values).
 bool kv8_vnni_fits(const LayerPool& lp) {
   static const bool cpu = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                           __builtin_cpu_supports("avx512vnni");
   const PlaneGeometry &k = lp.plane(false), &v = lp.plane(true);
-  return cpu && lp.options().quant == KvQuant::Q8 && k.group % 64 == 0 && v.group % 16 == 0;
+  // Groups up to 128 keep the int32 row sums (254 hi + lo over 16 lanes) in range.
+  return cpu && lp.options().quant == KvQuant::Q8 && k.group % 64 == 0 && k.group <= 128 && v.group % 16 == 0;
+}
+
+// Lane i of the result: the sum of the 16 lanes of v[i] (rows of a block),
+// one transpose-and-add tree instead of 16 horizontal reductions.
+__attribute__((target("avx512f"))) inline __m512i row_sums16(const __m512i* v) {
+  __m512i a[8], b[4], c[2];
+  for (int i = 0; i < 8; ++i)
+    a[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
+  for (int i = 0; i < 4; ++i)
+    b[i] = _mm512_add_epi32(_mm512_unpacklo_epi64(a[2 * i], a[2 * i + 1]), _mm512_unpackhi_epi64(a[2 * i], a[2 * i + 1]));
+  for (int i = 0; i < 2; ++i)
+    c[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(b[2 * i], b[2 * i + 1], 0x88),
+                            _mm512_shuffle_i32x4(b[2 * i], b[2 * i + 1], 0xDD));
+  return _mm512_add_epi32(_mm512_shuffle_i32x4(c[0], c[1], 0x88), _mm512_shuffle_i32x4(c[0], c[1], 0xDD));
 }
 
 struct Kv8Scratch {
   std::vector<int8_t> q8, q8lo;        // [G, d]
   std::vector<float> qs, qsum;         // [G, ngk]
-  std::vector<float> scores, m, l;     // [G, bs], [G], [G]
+  std::vector<float> scores, m, l;     // [G, bs rounded up to 16], [G], [G]
   std::vector<float> acc, vbias;       // [G, dv], [G, ngv]
 };
 
-// acc[NV * 16] += w_x * (codes_x * vs + vb) over n value rows, the
-// accumulator held in registers; the bias part goes to vb per group.
-template <int NV>
+// For GH query heads at once: acc_h[NV * 16] += w_hx * (codes_x * vs + vb)
+// over n value rows, accumulators in registers; each row's codes widen to
+// float32 once for all GH heads; the bias part goes to vb per group.
+template <int NV, int GH>
 __attribute__((target("avx512f,avx512bw,avx512vnni")))
 void fold_values_kv8(const uint8_t* vc, const float* vp, int64_t n, const PlaneGeometry& vg, const float* w,
-                     float* acc, float* vb) {
-  __m512 a[NV];
-  for (int j = 0; j < NV; ++j) a[j] = _mm512_loadu_ps(acc + 16 * j);
+                     size_t w_stride, float* acc, int64_t dv, float* vb) {
+  __m512 a[GH][NV];
+  for (int h = 0; h < GH; ++h)
+    for (int j = 0; j < NV; ++j) a[h][j] = _mm512_loadu_ps(acc + h * dv + 16 * j);
   const int64_t ngv = vg.dim / vg.group, per = vg.group / 16;
   int scale_at[NV];  // the scale of chunk j: params[2 * (j / per)], divided once
   for (int j = 0; j < NV; ++j) scale_at[j] = static_cast<int>(2 * (j / per));
   for (int64_t x = 0; x < n; ++x) {
     const uint8_t* c = vc + static_cast<size_t>(x) * vg.row_code_bytes;
     const float* pr = vp + static_cast<size_t>(x) * vg.row_param_floats;
-    for (int64_t g = 0; g < ngv; ++g) vb[g] += w[x] * pr[2 * g + 1];
-    for (int j = 0; j < NV; ++j) {
-      const __m512 ws = _mm512_set1_ps(w[x] * pr[scale_at[j]]);
-      const __m512 cv =
-          _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c + 16 * j))));
-      a[j] = _mm512_fmadd_ps(ws, cv, a[j]);
+    __m512 cf[NV];
+    for (int j = 0; j < NV; ++j)
+      cf[j] = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(c + 16 * j))));
+    for (int h = 0; h < GH; ++h) {
+      const float wx = w[static_cast<size_t>(h) * w_stride + static_cast<size_t>(x)];
+      for (int64_t g = 0; g < ngv; ++g) vb[h * ngv + g] += wx * pr[2 * g + 1];
+      for (int j = 0; j < NV; ++j) a[h][j] = _mm512_fmadd_ps(_mm512_set1_ps(wx * pr[scale_at[j]]), cf[j], a[h][j]);
     }
   }
-  for (int j = 0; j < NV; ++j) _mm512_storeu_ps(acc + 16 * j, a[j]);
+  for (int h = 0; h < GH; ++h)
+    for (int j = 0; j < NV; ++j) _mm512_storeu_ps(acc + h * dv + 16 * j, a[h][j]);
+}
+
+// Scores of one query head against up to 16 key rows (n) of a block: integer
+// dot products per row, the 16 rows' lanes summed by one transpose tree,
+// then the per-row group parameters applied to all 16 scores at once.
+__attribute__((target("avx512f,avx512bw,avx512vnni")))
+__m512 kv8_scores16(const uint8_t* kc, const float* kp, int64_t n, const PlaneGeometry& kg, const int8_t* qr,
+                    const int8_t* ql, const float* qs, const float* qsum) {
+  const int64_t ngk = kg.dim / kg.group;
+  const __mmask16 live = n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
+  const __m512i rows = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                          _mm512_set1_epi32(static_cast<int>(kg.row_param_floats)));
+  __m512 s = _mm512_setzero_ps();
+  for (int64_t g = 0; g < ngk; ++g) {
+    __m512i acc[16];
+#pragma GCC unroll 16
+    for (int x = 0; x < 16; ++x) {
+      acc[x] = _mm512_setzero_si512();
+      if (x >= n) continue;
+      const uint8_t* c = kc + static_cast<size_t>(x) * kg.row_code_bytes;
+      __m512i a = _mm512_setzero_si512(), b = _mm512_setzero_si512();
+      for (int64_t c0 = g * kg.group; c0 < (g + 1) * kg.group; c0 += 64) {
+        const __m512i codes = _mm512_loadu_si512(c + c0);
+        a = _mm512_dpbusd_epi32(a, codes, _mm512_loadu_si512(qr + c0));
+        b = _mm512_dpbusd_epi32(b, codes, _mm512_loadu_si512(ql + c0));
+      }
+      acc[x] = _mm512_add_epi32(_mm512_mullo_epi32(a, _mm512_set1_epi32(254)), b);
+    }
+    const __m512 dot = _mm512_cvtepi32_ps(row_sums16(acc));
+    const __m512i at = _mm512_add_epi32(rows, _mm512_set1_epi32(static_cast<int>(2 * g)));
+    const __m512 ks = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), live, at, kp, 4);
+    const __m512 kb = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), live, _mm512_add_epi32(at, _mm512_set1_epi32(1)), kp, 4);
+    s = _mm512_fmadd_ps(dot, _mm512_mul_ps(ks, _mm512_set1_ps(qs[g] * (1.0f / 254.0f))), s);
+    s = _mm512_fmadd_ps(kb, _mm512_set1_ps(qsum[g]), s);
+  }
+  return s;
 }
 
 __attribute__((target("avx512f,avx512bw,avx512vnni")))
@@ -199,11 +262,12 @@ void attend_kv8_vnni(const LayerPool& lp, const PagedKV& kv, const float* q, int
   const PlaneGeometry &kg = lp.plane(false), &vg = lp.plane(true);
   const int64_t d = kg.dim, dv = vg.dim, bs = lp.block_size();
   const int64_t ngk = d / kg.group, ngv = dv / vg.group;
+  const auto sstride = static_cast<size_t>((bs + 15) / 16 * 16);
   w.q8.resize(static_cast<size_t>(G * d));
   w.q8lo.resize(static_cast<size_t>(G * d));
   w.qs.resize(static_cast<size_t>(G * ngk));
   w.qsum.resize(static_cast<size_t>(G * ngk));
-  w.scores.resize(static_cast<size_t>(G * bs));
+  w.scores.resize(static_cast<size_t>(G) * sstride);
   w.m.assign(static_cast<size_t>(G), -std::numeric_limits<float>::infinity());
   w.l.assign(static_cast<size_t>(G), 0.0f);
   w.acc.assign(static_cast<size_t>(G * dv), 0.0f);
@@ -231,43 +295,41 @@ void attend_kv8_vnni(const LayerPool& lp, const PagedKV& kv, const float* q, int
     const uint8_t* vc = lp.region(kVCodes, id) + row0 * vg.row_code_bytes;
     const float* vp = reinterpret_cast<const float*>(lp.region(kVParams, id)) + row0 * vg.row_param_floats;
     for (int64_t r = 0; r < G; ++r) {
-      const int8_t* qr = w.q8.data() + r * d;
-      const int8_t* ql = w.q8lo.data() + r * d;
-      float* sc = w.scores.data() + r * bs;
+      float* sc = w.scores.data() + static_cast<size_t>(r) * sstride;
+      for (int64_t x0 = 0; x0 < n; x0 += 16) {
+        const int64_t nn = std::min<int64_t>(16, n - x0);
+        const __m512 s = kv8_scores16(kc + static_cast<size_t>(x0) * kg.row_code_bytes,
+                                      kp + static_cast<size_t>(x0) * kg.row_param_floats, nn, kg, w.q8.data() + r * d,
+                                      w.q8lo.data() + r * d, w.qs.data() + r * ngk, w.qsum.data() + r * ngk);
+        _mm512_storeu_ps(sc + x0, _mm512_mul_ps(s, _mm512_set1_ps(p.scale)));
+      }
       float bm = -std::numeric_limits<float>::infinity();
       for (int64_t x = 0; x < n; ++x) {
-        const uint8_t* c = kc + static_cast<size_t>(x) * kg.row_code_bytes;
-        const float* pr = kp + static_cast<size_t>(x) * kg.row_param_floats;
-        // Per lane: sum_g ks_g * qs_g * (254 hi.codes + lo.codes), one reduction per row.
-        __m512 lanes = _mm512_setzero_ps();
-        float dot = 0;
-        for (int64_t g = 0; g < ngk; ++g) {
-          __m512i a = _mm512_setzero_si512(), b = _mm512_setzero_si512();
-          for (int64_t c0 = g * kg.group; c0 < (g + 1) * kg.group; c0 += 64) {
-            const __m512i codes = _mm512_loadu_si512(c + c0);
-            a = _mm512_dpbusd_epi32(a, codes, _mm512_loadu_si512(qr + c0));
-            b = _mm512_dpbusd_epi32(b, codes, _mm512_loadu_si512(ql + c0));
-          }
-          const __m512 ab = _mm512_fmadd_ps(_mm512_cvtepi32_ps(a), _mm512_set1_ps(254.0f), _mm512_cvtepi32_ps(b));
-          lanes = _mm512_fmadd_ps(_mm512_set1_ps(pr[2 * g] * w.qs[static_cast<size_t>(r * ngk + g)]), ab, lanes);
-          dot += pr[2 * g + 1] * w.qsum[static_cast<size_t>(r * ngk + g)];
-        }
-        dot += _mm512_reduce_add_ps(lanes) * (1.0f / 254.0f);
-        dot *= p.scale;
-        if (p.softcap > 0) dot = std::tanh(dot / p.softcap) * p.softcap;
-        sc[x] = dot;
-        bm = std::max(bm, dot);
+        if (p.softcap > 0) sc[x] = std::tanh(sc[x] / p.softcap) * p.softcap;
+        bm = std::max(bm, sc[x]);
       }
       const float corr = online_softmax_step(sc, n, bm, w.m[static_cast<size_t>(r)], w.l[static_cast<size_t>(r)]);
       float* acc = w.acc.data() + r * dv;
-      float* vb = w.vbias.data() + r * ngv;
       const __m512 vcorr = _mm512_set1_ps(corr);
       for (int64_t c = 0; c < dv; c += 16) _mm512_storeu_ps(acc + c, _mm512_mul_ps(vcorr, _mm512_loadu_ps(acc + c)));
-      for (int64_t g = 0; g < ngv; ++g) vb[g] *= corr;
-      if (dv == 64) {
-        fold_values_kv8<4>(vc, vp, n, vg, sc, acc, vb);
+      for (int64_t g = 0; g < ngv; ++g) w.vbias[static_cast<size_t>(r * ngv + g)] *= corr;
+    }
+    for (int64_t r = 0; r < G;) {
+      const float* sc = w.scores.data() + static_cast<size_t>(r) * sstride;
+      float* acc = w.acc.data() + r * dv;
+      float* vb = w.vbias.data() + r * ngv;
+      if (dv == 64 && G - r >= 4) {
+        fold_values_kv8<4, 4>(vc, vp, n, vg, sc, sstride, acc, dv, vb);
+        r += 4;
+      } else if (dv == 64) {
+        fold_values_kv8<4, 1>(vc, vp, n, vg, sc, sstride, acc, dv, vb);
+        r += 1;
+      } else if (dv == 128 && G - r >= 2) {
+        fold_values_kv8<8, 2>(vc, vp, n, vg, sc, sstride, acc, dv, vb);
+        r += 2;
       } else if (dv == 128) {
-        fold_values_kv8<8>(vc, vp, n, vg, sc, acc, vb);
+        fold_values_kv8<8, 1>(vc, vp, n, vg, sc, sstride, acc, dv, vb);
+        r += 1;
       } else {
         for (int64_t x = 0; x < n; ++x) {
           const uint8_t* c = vc + static_cast<size_t>(x) * vg.row_code_bytes;
@@ -281,6 +343,7 @@ void attend_kv8_vnni(const LayerPool& lp, const PagedKV& kv, const float* q, int
             }
           }
         }
+        r += 1;
       }
     }
   }
@@ -369,13 +432,20 @@ void attend_bf16_avx512(const LayerPool& lp, const PagedKV& kv, const float* q, 
 
 }  // namespace
 
-void register_paged_attention(Device d, PagedAttentionFn fn) { kernels()[d] = fn; }
+void register_paged_kernels(Device d, const PagedKernels& k) { kernels()[d] = k; }
+
+const PagedKernels* paged_kernels(Device d) {
+  auto it = kernels().find(d);
+  return it == kernels().end() || !it->second.attend ? nullptr : &it->second;
+}
 
 Tensor paged_attention(const Tensor& q, const PagedKV& kv, const AttnParams& p) {
-  auto it = kernels().find(q.device());
-  if (it == kernels().end())
-    fail(ErrorKind::Unsupported, "no paged-attention kernel for device ", device_name(q.device()));
-  return it->second(q, kv, p);
+  if (q.device() != kv.pool->device())
+    fail(ErrorKind::InvalidArgument, "paged attention: queries on ", device_name(q.device()), ", KV pool on ",
+         device_name(kv.pool->device()));
+  const PagedKernels* k = paged_kernels(q.device());
+  if (!k) fail(ErrorKind::Unsupported, "no paged-attention kernel for device ", device_name(q.device()));
+  return k->attend(q, kv, p);
 }
 
 Tensor paged_attention_cpu(const Tensor& q_in, const PagedKV& kv, const AttnParams& p) {
@@ -388,6 +458,15 @@ Tensor paged_attention_cpu(const Tensor& q_in, const PagedKV& kv, const AttnPara
   Tensor out = Tensor::empty({t, h, dv}, DType::F32);
   const float* pq = q.data<float>();
   float* po = out.data<float>();
+  // KV4 is stored in the rotated basis: rotate the query rows (dot products
+  // are unchanged) and, below, each output row back.
+  const bool rotated = quant_rotates(lp.options().quant);
+  std::vector<float> qrot;
+  if (rotated) {
+    qrot.assign(pq, pq + t * h * d);
+    for (int64_t r = 0; r < t * h; ++r) hadamard_row(qrot.data() + r * d, d);
+    pq = qrot.data();
+  }
   const bool vnni = kv8_vnni_fits(lp), bf16 = !vnni && bf16_avx512_fits(lp);
   if (vnni || bf16) {
     cpu::pool().parallel_for(t * kvh, 1, [&](int64_t b, int64_t e) {
@@ -421,9 +500,8 @@ Tensor paged_attention_cpu(const Tensor& q_in, const PagedKV& kv, const AttnPara
       std::fill(acc.begin(), acc.end(), 0.0f);
       for (int64_t blk = lo / bs; hi >= lo && blk <= hi / bs; ++blk) {
         const int64_t j0 = std::max(lo, blk * bs), j1 = std::min(hi, blk * bs + bs - 1), n = j1 - j0 + 1;
-        const int32_t id = kv.table[blk];
-        const float* kr = load_rows(lp, false, id, kh, j0 - blk * bs, n, kt.data());
-        const float* vr = load_rows(lp, true, id, kh, j0 - blk * bs, n, vt.data());
+        const float* kr = load_rows(lp, kv, false, blk, kh, j0 - blk * bs, n, kt.data());
+        const float* vr = load_rows(lp, kv, true, blk, kh, j0 - blk * bs, n, vt.data());
         for (int64_t r = 0; r < group; ++r) {
           const int64_t hh = kh * group + r;
           fold_block(pq + (i * h + hh) * d, kr, vr, n, d, dv, p.scale, p.softcap, scores.data(),
@@ -435,6 +513,7 @@ Tensor paged_attention_cpu(const Tensor& q_in, const PagedKV& kv, const AttnPara
         const float li = l[static_cast<size_t>(r)];
         const float inv = li > 0 ? 1.0f / li : 0.0f;
         for (int64_t c = 0; c < dv; ++c) o[c] = acc[static_cast<size_t>(r * dv + c)] * inv;
+        if (rotated) hadamard_row(o, dv);
       }
     }
   });

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kv/paged_attention.h"
 #include "util/error.h"
 
 namespace ingot::kv {
@@ -53,8 +54,10 @@ LayerPool::LayerPool(const LayerSpec& spec, DType elem, Device device, const Poo
     : spec_(spec), elem_(elem), device_(device), opt_(opt) {
   if (opt.block_size <= 0) fail(ErrorKind::InvalidArgument, "KV block size must be positive");
   if (opt.growth <= 1.0) fail(ErrorKind::InvalidArgument, "KV pool growth factor must exceed 1");
-  if (device != Device::CPU)
-    fail(ErrorKind::Unsupported, "paged KV stores run on the CPU backend only for now");
+  if (!paged_kernels(device))
+    fail(ErrorKind::Unsupported, "paged KV stores have no kernels for device ", device_name(device));
+  if (opt.quant == KvQuant::Q4 && !paged_kernels(device)->kv4)
+    fail(ErrorKind::Unsupported, "kv4 has no kernels for device ", device_name(device), " yet (kv8 and paged do)");
   if (elem != DType::F32 && elem != DType::BF16 && elem != DType::F16)
     fail(ErrorKind::InvalidArgument, "paged KV store dtype must be float32, bfloat16 or float16");
   kg_ = make_plane(spec.head_dim, spec.kv_heads, opt, elem);
@@ -151,8 +154,9 @@ void LayerPool::freeze(int32_t id) {
 int32_t LayerPool::copy_on_write(int32_t src) {
   const int32_t dst = alloc();
   for (int r = 0; r < 4; ++r) {
-    const size_t n = region_block_bytes(r);
-    if (n) std::memcpy(region(r, dst), region(r, src), n);
+    if (!region_block_bytes(r)) continue;
+    Tensor to = region_view(r, dst);
+    copy_into(region_view(r, src), to);  // a memcpy on the host, a device copy on a GPU
   }
   unref(src);
   return dst;
@@ -185,6 +189,19 @@ uint8_t* LayerPool::region(int r, int32_t id) const {
   const Slab& s = slabs_[static_cast<size_t>(l.slab)];
   return static_cast<uint8_t*>(s.mem->data()) + s.off[static_cast<size_t>(r)] +
          static_cast<size_t>(l.local) * region_block_bytes(r);
+}
+
+Tensor LayerPool::region_view(int r, int32_t id) const {
+  std::shared_ptr<Storage> mem;
+  size_t off = 0;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    const Loc& l = loc_.at(static_cast<size_t>(id));
+    const Slab& s = slabs_[static_cast<size_t>(l.slab)];
+    mem = s.mem;
+    off = s.off[static_cast<size_t>(r)] + static_cast<size_t>(l.local) * region_block_bytes(r);
+  }
+  return Tensor::from_storage(std::move(mem), off, {static_cast<int64_t>(region_block_bytes(r))}, DType::U8);
 }
 
 int32_t LayerPool::adopt_slab(std::shared_ptr<Storage> mem, const std::array<size_t, 4>& off, int64_t n) {

@@ -61,6 +61,7 @@ class LayerPool {
 
   const LayerSpec& spec() const { return spec_; }
   DType elem_dtype() const { return elem_; }  // dtype of unquantized rows
+  Device device() const { return device_; }   // where the block memory lives
   const PoolOptions& options() const { return opt_; }
   int block_size() const { return opt_.block_size; }
   const PlaneGeometry& plane(bool v) const { return v ? vg_ : kg_; }
@@ -105,6 +106,8 @@ class LayerPool {
     int32_t local;
   };
   void grow_locked(int64_t n);
+  // Region r of block id as a byte tensor over its slab (any device).
+  Tensor region_view(int r, int32_t id) const;
   int32_t add_slab_locked(Slab s);
 
   LayerSpec spec_;

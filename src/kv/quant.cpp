@@ -75,6 +75,25 @@ void fit_group(const float* x, int64_t n, float levels, bool search, float* scal
 
 }  // namespace
 
+int64_t rotation_block(int64_t dim) { return dim > 0 ? (dim & -dim) : 1; }
+
+void hadamard_row(float* x, int64_t dim) {
+  const int64_t n = rotation_block(dim);
+  if (n < 2) return;
+  const float norm = 1.0f / std::sqrt(static_cast<float>(n));
+  for (int64_t b0 = 0; b0 < dim; b0 += n) {
+    float* y = x + b0;
+    for (int64_t h = 1; h < n; h *= 2)
+      for (int64_t i = 0; i < n; i += 2 * h)
+        for (int64_t j = i; j < i + h; ++j) {
+          const float a = y[j], b = y[j + h];
+          y[j] = a + b;
+          y[j + h] = a - b;
+        }
+    for (int64_t j = 0; j < n; ++j) y[j] *= norm;
+  }
+}
+
 void quantize_row(KvQuant q, const float* x, int64_t dim, int64_t group, uint8_t* codes, float* params) {
   const float levels = static_cast<float>(quant_levels(q));
   const bool search = q == KvQuant::Q4;

@@ -1,6 +1,12 @@
 // Affine KV quantization: each group of `group` values along a row keeps a
 // float32 (scale, bias) pair; value = code * scale + bias, codes 0..255 (KV8)
 // or 0..15 packed two per byte, low nibble first (KV4).
+//
+// KV4 rows are rotated before they are quantized: an orthonormal Hadamard
+// transform along the row (per power-of-two block, see rotation_block)
+// spreads an outlier channel over the whole row, so the row's groups keep
+// fine steps. The transform is its own inverse and preserves dot products,
+// so attention runs in the rotated basis (rotated query, output rotated back).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -11,10 +17,19 @@ namespace ingot::kv {
 
 inline int quant_levels(KvQuant q) { return q == KvQuant::Q8 ? 255 : 15; }
 
-// Quantizes one row of `dim` floats: codes (dim or dim/2 bytes) and
+// Whether rows of this scheme are stored in the rotated basis (KV4).
+inline bool quant_rotates(KvQuant q) { return q == KvQuant::Q4; }
+// The Hadamard block of a row of `dim` values: its largest power-of-two
+// divisor (the whole row for power-of-two head dims); 1 means no rotation.
+int64_t rotation_block(int64_t dim);
+// In place: x <- H x per block of rotation_block(dim) values, H the
+// orthonormal Sylvester Hadamard matrix (H = H^T = H^-1).
+void hadamard_row(float* x, int64_t dim);
+
+// Quantizes one row of `dim` floats (already rotated for KV4): codes (dim or dim/2 bytes) and
 // params (2 floats per group: scale, bias).
 void quantize_row(KvQuant q, const float* x, int64_t dim, int64_t group, uint8_t* codes, float* params);
-// The inverse: writes `dim` floats.
+// The inverse: writes `dim` floats (still in the rotated basis for KV4).
 void dequantize_row(KvQuant q, const uint8_t* codes, const float* params, int64_t dim, int64_t group,
                     float* out);
 

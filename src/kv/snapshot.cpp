@@ -25,7 +25,9 @@ namespace ingot::kv {
 
 namespace {
 
-constexpr char kMagic[8] = {'I', 'N', 'G', 'O', 'T', 'K', 'V', '1'};
+// The last byte is the format version. 2: KV4 rows are stored rotated, and a
+// paged layer may carry its open block's exact rows (docs/kv-cache.md).
+constexpr char kMagic[8] = {'I', 'N', 'G', 'O', 'T', 'K', 'V', '2'};
 constexpr size_t kPage = 4096;
 constexpr size_t kFixed = 8 + 8 + 8 + 8 + 8;  // magic, json length, header hash, payload hash, payload bytes
 constexpr int kMaxIov = 64;                   // iovecs per pwritev batch
@@ -63,6 +65,8 @@ std::vector<LayerView> snapshot_layers(const SequenceCache& seq_in, const Pool**
     v.push_back(lv);
   }
   if (!*pool) fail(ErrorKind::Unsupported, "snapshots need at least one paged layer");
+  if ((*pool)->device() != Device::CPU)
+    fail(ErrorKind::Unsupported, "KV snapshots of a ", device_name((*pool)->device()), " pool are not supported yet");
   return v;
 }
 
@@ -159,7 +163,10 @@ Header read_header(int fd, const std::string& path) {
   if (h.file_bytes < kPage) fail(ErrorKind::BadFormat, "snapshot ", path, " is truncated");
   uint8_t fixed[kFixed];
   read_exact(fd, fixed, kFixed, 0, path);
-  if (std::memcmp(fixed, kMagic, 8) != 0) fail(ErrorKind::BadFormat, path, " is not an ingot KV snapshot");
+  if (std::memcmp(fixed, kMagic, 7) != 0) fail(ErrorKind::BadFormat, path, " is not an ingot KV snapshot");
+  if (fixed[7] != kMagic[7])
+    fail(ErrorKind::BadFormat, "snapshot ", path, " has format version ", static_cast<char>(fixed[7]),
+         "; this build reads version ", kMagic[7]);
   uint64_t json_len = 0, header_hash = 0;
   std::memcpy(&json_len, fixed + 8, 8);
   std::memcpy(&header_hash, fixed + 16, 8);
@@ -246,7 +253,9 @@ uint64_t write_snapshot(const std::string& path, const SequenceCache& seq, const
       pad_page();
       continue;
     }
-    kept.push_back(0);
+    // 1 when the prefix ends inside the open block whose exact rows the layer holds.
+    const bool open = n_tokens % bs != 0 && l.paged->open_block() == n_blocks - 1;
+    kept.push_back(open ? 1 : 0);
     const LayerPool& lp = l.paged->layer_pool();
     std::lock_guard<std::mutex> lk(lp.mutex());  // block addresses, read off the engine thread
     for (int r = 0; r < 4; ++r) {
@@ -254,6 +263,11 @@ uint64_t write_snapshot(const std::string& path, const SequenceCache& seq, const
       for (int64_t b = 0; b < n_blocks && bb; ++b) add(lp.region(r, l.paged->block_table()[static_cast<size_t>(b)]), bb);
       pad_page();
     }
+    if (open)
+      for (bool v : {false, true}) {
+        add(l.paged->open_rows(v), l.paged->open_floats(v) * sizeof(float));
+        pad_page();
+      }
   }
   nlohmann::json meta = {{"model", key.model},   {"tokenizer", key.tokenizer}, {"scheme", key.scheme},
                          {"geometry", geometry(pool)}, {"tokens", tokens},       {"blocks", n_blocks},
@@ -313,6 +327,8 @@ SnapshotInfo read_snapshot_info(const std::string& path) {
 
 std::unique_ptr<SequenceCache> restore_snapshot(const std::string& path, Pool& pool, const SnapshotKey& key,
                                                 std::vector<int32_t>* tokens_out) {
+  if (pool.device() != Device::CPU)
+    fail(ErrorKind::Unsupported, "KV snapshots of a ", device_name(pool.device()), " pool are not supported yet");
   Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   if (f.fd < 0) fail(ErrorKind::NotFound, "cannot open snapshot ", path, ": ", std::strerror(errno));
   Header h = read_header(f.fd, path);
@@ -338,6 +354,7 @@ std::unique_ptr<SequenceCache> restore_snapshot(const std::string& path, Pool& p
     fail(ErrorKind::BadFormat, "snapshot ", path, " has inconsistent token and block counts");
   // Expected layout, per layer, from the pool's own geometry.
   std::vector<std::array<size_t, 4>> offsets;
+  std::vector<std::array<size_t, 2>> open_off(static_cast<size_t>(pool.num_layers()), {0, 0});
   size_t at = 0;
   for (int i = 0; i < pool.num_layers(); ++i) {
     const LayerPool* lp = pool.layer(i);
@@ -370,6 +387,16 @@ std::unique_ptr<SequenceCache> restore_snapshot(const std::string& path, Pool& p
       at = page_up(at + lp->region_block_bytes(r) * static_cast<size_t>(n_blocks));
     }
     offsets.push_back(off);
+    const int64_t open = kept[static_cast<size_t>(i)];
+    if (open != 0 && (open != 1 || lp->options().quant != KvQuant::Q4 || static_cast<int64_t>(tokens.size()) % bs == 0))
+      fail(ErrorKind::BadFormat, "snapshot ", path, " has an inconsistent paged layer");
+    if (open) {
+      const auto rows = static_cast<size_t>(spec.kv_heads * bs) * sizeof(float);
+      open_off[static_cast<size_t>(i)][0] = at;
+      at = page_up(at + rows * static_cast<size_t>(spec.head_dim));
+      open_off[static_cast<size_t>(i)][1] = at;
+      at = page_up(at + rows * static_cast<size_t>(spec.v_head_dim));
+    }
   }
   if (at != h.payload_bytes) fail(ErrorKind::BadFormat, "snapshot ", path, " payload size does not match its header");
 
@@ -421,7 +448,13 @@ std::unique_ptr<SequenceCache> restore_snapshot(const std::string& path, Pool& p
     const int32_t base = lp->adopt_slab(storage, off, n_blocks);
     std::vector<int32_t> table(static_cast<size_t>(n_blocks));
     for (int64_t b = 0; b < n_blocks; ++b) table[static_cast<size_t>(b)] = base + static_cast<int32_t>(b);
-    dynamic_cast<PagedLayerCache&>(seq->layer(i)).adopt(std::move(table), static_cast<int64_t>(tokens.size()));
+    const auto* mem8 = static_cast<const uint8_t*>(mem);
+    const bool open = kept[static_cast<size_t>(i)] == 1;
+    const auto& oo = open_off[static_cast<size_t>(i)];
+    dynamic_cast<PagedLayerCache&>(seq->layer(i))
+        .adopt(std::move(table), static_cast<int64_t>(tokens.size()),
+               open ? reinterpret_cast<const float*>(mem8 + oo[0]) : nullptr,
+               open ? reinterpret_cast<const float*>(mem8 + oo[1]) : nullptr);
   }
   if (tokens_out) *tokens_out = std::move(tokens);
   return seq;

@@ -4,8 +4,11 @@
 // XXH3-64 hashes, then JSON metadata: key, geometry, token ids, payload layout),
 // padded to 4 KiB, then the payload: for every paged layer its four block
 // regions (K codes, K params, V codes, V params), each the sequence's blocks
-// in table order, and for every sliding-window (rotating) layer its kept K
-// and V rows; each region padded to 4 KiB. That is exactly a pool slab's layout,
+// in table order (a KV4 layer whose prefix ends inside its open block adds
+// that block's exact float32 K and V rows, "kept" = 1), and for every
+// sliding-window (rotating) layer its kept K and V rows; each region padded
+// to 4 KiB. The magic's last byte is the format version (now 2); other
+// versions are refused with a clear error. That is exactly a pool slab's layout,
 // so a restore reads the payload into one page-aligned buffer and the pool
 // adopts it as a slab: no copy after the read. A write gathers the pool's
 // blocks with pwritev straight from their memory: no staging copy.

@@ -2,6 +2,7 @@
 // INGOT_QUANT_LEVEL 0 = portable scalar, 1 = AVX2 (+FMA), 2 = AVX-512 VNNI (VL, 256-bit lanes).
 // Included by kernels_<isa>.cpp inside namespace ingot::quant::INGOT_QUANT_NS.
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "backend/cpu/thread_pool.h"
@@ -81,25 +82,59 @@ inline __m256 fma_lanes(__m256i lanes, float scale, __m256 acc) {
 }
 #endif
 
+#if INGOT_QUANT_LEVEL > 0
+// f16 -> f32 with F16C (exact, so the same value as load_f16's portable conversion).
+inline float f16v(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+#else
+inline float f16v(const uint8_t* p) { return load_f16(p); }
+#endif
+
+// The GGUF 32-value formats compute R output rows per pass over the x blocks
+// (`dots<R>`): each row keeps its own accumulator and exactly the operation
+// sequence of one row alone, so results do not depend on R or on a row's
+// position; the R chains hide each other's latency and share the x loads.
+
 // ---- Q8_0 ----
 struct Q8_0 {
-  static float dot(const Ctx& c, int64_t r, const XBlock* x, int64_t nb) {
-    const uint8_t* p = c.data + static_cast<size_t>(r) * c.row_bytes;
+  static constexpr int kRows = 4;
+  template <int R>
+  static void dots(const Ctx& c, int64_t r, const XBlock* x, int64_t nb, float* out) {
+    const uint8_t* p[R];
+    for (int k = 0; k < R; ++k) p[k] = c.data + static_cast<size_t>(r + k) * c.row_bytes;
 #if INGOT_QUANT_LEVEL > 0
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; ++b, p += 34)
-      acc = fma_lanes(dot_s8s8(load32(p + 2), load32(x[b].q)), load_f16(p) * x[b].d16, acc);
-    return hsum(acc);
-#else
-    float acc = 0;
-    for (int64_t b = 0; b < nb; ++b, p += 34) {
-      const auto* q = reinterpret_cast<const int8_t*>(p + 2);
-      int32_t s = 0;
-      for (int i = 0; i < 32; ++i) s += q[i] * x[b].q[i];
-      acc += static_cast<float>(s) * (load_f16(p) * x[b].d16);
+    __m256 acc[R];
+    for (int k = 0; k < R; ++k) acc[k] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const __m256i xq = load32(x[b].q);
+      for (int k = 0; k < R; ++k) {
+        const uint8_t* pb = p[k] + 34 * b;
+        if (R > 1) _mm_prefetch(reinterpret_cast<const char*>(pb + R * c.row_bytes), _MM_HINT_T0);
+        acc[k] = fma_lanes(dot_s8s8(load32(pb + 2), xq), f16v(pb) * x[b].d16, acc[k]);
+      }
     }
-    return acc;
+    for (int k = 0; k < R; ++k) out[k] = hsum(acc[k]);
+#else
+    for (int k = 0; k < R; ++k) {
+      float acc = 0;
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* pb = p[k] + 34 * b;
+        const auto* q = reinterpret_cast<const int8_t*>(pb + 2);
+        int32_t s = 0;
+        for (int i = 0; i < 32; ++i) s += q[i] * x[b].q[i];
+        acc += static_cast<float>(s) * (f16v(pb) * x[b].d16);
+      }
+      out[k] = acc;
+    }
 #endif
+  }
+  static float dot(const Ctx& c, int64_t r, const XBlock* x, int64_t nb) {
+    float y;
+    dots<1>(c, r, x, nb, &y);
+    return y;
   }
 };
 
@@ -107,32 +142,51 @@ struct Q8_0 {
 template <bool kMin>
 struct Q4 {
   static constexpr int kBytes = kMin ? 20 : 18;
-  static float dot(const Ctx& c, int64_t r, const XBlock* x, int64_t nb) {
-    const uint8_t* p = c.data + static_cast<size_t>(r) * c.row_bytes;
-    float corr = 0;
-#if INGOT_QUANT_LEVEL > 0
-    __m256 acc = _mm256_setzero_ps();
-#else
-    float acc = 0;
-#endif
-    for (int64_t b = 0; b < nb; ++b, p += kBytes) {
-      const float d = load_f16(p) * x[b].d16;
-      const uint8_t* qs = p + (kMin ? 4 : 2);
-      // Offset term: Q4_0 stores nibble - 8, Q4_1 adds a per-block min.
-      corr += kMin ? load_f16(p + 2) * x[b].s16 : -8.0f * d * static_cast<float>(x[b].sum);
-#if INGOT_QUANT_LEVEL > 0
-      acc = fma_lanes(dot_u8s8(nibbles_split(qs), load32(x[b].q)), d, acc);
-#else
-      int32_t s = 0;
-      for (int i = 0; i < 16; ++i) s += (qs[i] & 0xF) * x[b].q[i] + (qs[i] >> 4) * x[b].q[i + 16];
-      acc += static_cast<float>(s) * d;
-#endif
+  static constexpr int kRows = 4;
+  template <int R>
+  static void dots(const Ctx& c, int64_t r, const XBlock* x, int64_t nb, float* out) {
+    const uint8_t* p[R];
+    float corr[R];
+    for (int k = 0; k < R; ++k) {
+      p[k] = c.data + static_cast<size_t>(r + k) * c.row_bytes;
+      corr[k] = 0;
     }
 #if INGOT_QUANT_LEVEL > 0
-    return hsum(acc) + corr;
+    __m256 acc[R];
+    for (int k = 0; k < R; ++k) acc[k] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const __m256i xq = load32(x[b].q);
+      for (int k = 0; k < R; ++k) {
+        const uint8_t* pb = p[k] + kBytes * b;
+        // The R rows are R short streams; fetch the next group's rows as these pass.
+        if (R > 1) _mm_prefetch(reinterpret_cast<const char*>(pb + R * c.row_bytes), _MM_HINT_T0);
+        const float d = f16v(pb) * x[b].d16;
+        // Offset term: Q4_0 stores nibble - 8, Q4_1 adds a per-block min.
+        corr[k] += kMin ? f16v(pb + 2) * x[b].s16 : -8.0f * d * static_cast<float>(x[b].sum);
+        acc[k] = fma_lanes(dot_u8s8(nibbles_split(pb + (kMin ? 4 : 2)), xq), d, acc[k]);
+      }
+    }
+    for (int k = 0; k < R; ++k) out[k] = hsum(acc[k]) + corr[k];
 #else
-    return acc + corr;
+    for (int k = 0; k < R; ++k) {
+      float acc = 0;
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* pb = p[k] + kBytes * b;
+        const float d = f16v(pb) * x[b].d16;
+        const uint8_t* qs = pb + (kMin ? 4 : 2);
+        corr[k] += kMin ? f16v(pb + 2) * x[b].s16 : -8.0f * d * static_cast<float>(x[b].sum);
+        int32_t s = 0;
+        for (int i = 0; i < 16; ++i) s += (qs[i] & 0xF) * x[b].q[i] + (qs[i] >> 4) * x[b].q[i + 16];
+        acc += static_cast<float>(s) * d;
+      }
+      out[k] = acc + corr[k];
+    }
 #endif
+  }
+  static float dot(const Ctx& c, int64_t r, const XBlock* x, int64_t nb) {
+    float y;
+    dots<1>(c, r, x, nb, &y);
+    return y;
   }
 };
 
@@ -286,6 +340,12 @@ Ctx make_ctx(const Weight& w) {
   return c;
 }
 
+// Whether F computes several rows per pass (has kRows and dots<R>).
+template <class F>
+constexpr bool has_rows(decltype(F::kRows)) { return true; }
+template <class F>
+constexpr bool has_rows(...) { return false; }
+
 template <class F, int kBlock>
 void linear(const float* x, int64_t n, const Weight& w, float* y) {
   check_linear_shape(w, kBlock);
@@ -299,7 +359,11 @@ void linear(const float* x, int64_t n, const Weight& w, float* y) {
       const int64_t j0 = t * kTile, j1 = m < j0 + kTile ? m : j0 + kTile;
       for (int64_t i = 0; i < n; ++i) {
         const XBlock* xi = xq.blocks + i * nb;
-        for (int64_t j = j0; j < j1; ++j) y[i * m + j] = F::dot(c, j, xi, nb);
+        int64_t j = j0;
+        if constexpr (has_rows<F>(0)) {
+          for (; j + F::kRows <= j1; j += F::kRows) F::template dots<F::kRows>(c, j, xi, nb, y + i * m + j);
+        }
+        for (; j < j1; ++j) y[i * m + j] = F::dot(c, j, xi, nb);
       }
     }
   });

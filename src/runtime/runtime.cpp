@@ -8,6 +8,7 @@
 
 #if defined(INGOT_HAVE_CUDA)
 #include "backend/cuda/cuda_backend.h"
+#include "kv/paged_cuda.h"
 #elif defined(INGOT_CUDA_MODULE)
 #include "runtime/cuda_module.h"
 #endif
@@ -19,6 +20,7 @@ void init_backends() {
   quant::install_cpu_kernels();
 #ifdef INGOT_HAVE_CUDA
   cuda::try_install();
+  if (cuda::available()) kv::install_paged_cuda();
 #endif
 }
 

@@ -25,6 +25,30 @@ void launch_scale(const float* x, float* y, int64_t n, float s, float softcap);
 void launch_add_bias(float* y, const float* b, int64_t n, int64_t m);
 void launch_attention(const float* q, const void* k, const void* v, DType kvdt, float* out, int64_t t, int64_t h,
                       int64_t d, int64_t s, int64_t kvh, int64_t dv, const AttnParams& p);
+// A paged K/V pool as the paged kernels see it (paged.cu; kv/ fills it in and
+// owns the layout, docs/kv-cache.md): for each table block, the device
+// addresses of its four regions (K codes, K params, V codes, V params), each
+// holding [kv_heads, block_size, row]. Quantized rows are affine codes (8-bit,
+// or 4-bit two per byte, low nibble first) with float32 (scale, bias) per group.
+struct PagedBlocks {
+  const uint8_t* const* blocks = nullptr;  // device [n * 4]
+  int64_t block_size = 0, kv_heads = 0;
+  int quant_bits = 0;       // 0: rows of `elem`; 8 or 4: quantized
+  DType elem = DType::F32;  // unquantized rows: F32 or BF16
+  int64_t k_dim = 0, v_dim = 0, k_group = 0, v_group = 0;
+  int64_t k_row_bytes = 0, v_row_bytes = 0, k_row_params = 0, v_row_params = 0;
+};
+// Attention of q [t, h, k_dim] over the first `length` tokens of the table
+// -> out [t, h, v_dim]; the same kernels and launch plan as launch_attention.
+void launch_paged_attention(const float* q, const PagedBlocks& kv, int64_t length, float* out, int64_t t, int64_t h,
+                            const AttnParams& p);
+// Rows [pos, pos + t) of both planes from k [t, kv_heads, k_dim] and v (rows of
+// `elem`, or float32 quantized on the way, bit for bit like kv/quant.cpp);
+// kv.blocks starts at table block pos / block_size.
+void launch_paged_write(const PagedBlocks& kv, int64_t pos, const void* k, const void* v, int64_t t);
+// Rows [0, len) of one plane -> out [len, kv_heads, dim]: rows of `elem`, or float32 dequantized.
+void launch_paged_gather(const PagedBlocks& kv, bool is_v, void* out, int64_t len);
+
 void launch_argmax(const float* x, int32_t* out, int64_t n, int64_t v);
 void launch_gather_rows(const void* x, void* y, const int64_t* rows, int64_t nrows, int64_t row_bytes);
 

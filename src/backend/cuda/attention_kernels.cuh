@@ -1,0 +1,386 @@
+// The attention kernels, templated on how K/V rows are addressed (a
+// contiguous buffer here, a paged block table in paged.cu), so every store
+// runs the same arithmetic: one block per (query, head, key split), keys in
+// tiles of the block size with an online softmax; merge_splits_kernel
+// combines the splits of a flash-decoding launch. Included by attention.cu
+// and paged.cu only.
+#pragma once
+#include <cuda_bf16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/runtime.h"
+#include "tensor/tensor.h"
+
+namespace ingot::cuda::attn {
+
+// Host side (attention.cu): whether GQA groups share a block, and the key splits of a launch.
+bool group_kernel_enabled();
+int64_t split_count(int64_t rows, int64_t keys);
+
+// Internal to each including file (each compiles its own kernels).
+namespace {
+
+constexpr int kTile = 128;
+constexpr int64_t kGroupMinRows = 16;  // query rows from which GQA heads share a block
+constexpr int kMaxDvPerThread = 4;  // head dims up to 512
+
+template <typename T>
+__device__ inline float ld(const T* p, int64_t i);
+template <>
+__device__ inline float ld<float>(const float* p, int64_t i) { return p[i]; }
+template <>
+__device__ inline float ld<__nv_bfloat16>(const __nv_bfloat16* p, int64_t i) { return __bfloat162float(p[i]); }
+
+// q · k over d: bf16 rows in 16-byte loads with four partial sums when the
+// row is aligned (K/V stores are), else one element at a time.
+template <typename T>
+__device__ inline float dot_row(const float* qs, const T* kr, int64_t d) {
+  float dot = 0;
+  for (int64_t c = 0; c < d; ++c) dot += qs[c] * ld(kr, c);
+  return dot;
+}
+template <>
+__device__ inline float dot_row<__nv_bfloat16>(const float* qs, const __nv_bfloat16* kr, int64_t d) {
+  if (d % 8 != 0 || (reinterpret_cast<uintptr_t>(kr) & 15) != 0) {
+    float dot = 0;
+    for (int64_t c = 0; c < d; ++c) dot += qs[c] * __bfloat162float(kr[c]);
+    return dot;
+  }
+  const uint4* kv = reinterpret_cast<const uint4*>(kr);
+  float s[4] = {0, 0, 0, 0};
+  for (int64_t c8 = 0; c8 < d / 8; ++c8) {
+    uint4 w = __ldg(kv + c8);
+    const __nv_bfloat162* wp = reinterpret_cast<const __nv_bfloat162*>(&w);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      float2 f = __bfloat1622float2(wp[j]);
+      s[j] = fmaf(qs[c8 * 8 + 2 * j], f.x, s[j]);
+      s[j] = fmaf(qs[c8 * 8 + 2 * j + 1], f.y, s[j]);
+    }
+  }
+  return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+__device__ float tile_max(float v, float* red) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffff, v, o));
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float t = -INFINITY;
+  for (int w = 0; w < kTile / 32; ++w) t = fmaxf(t, red[w]);
+  __syncthreads();
+  return t;
+}
+
+__device__ float tile_sum(float v, float* red) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float t = 0;
+  for (int w = 0; w < kTile / 32; ++w) t += red[w];
+  __syncthreads();
+  return t;
+}
+
+template <typename T>
+__device__ inline void load8(const T* p, float (&f)[8]) {
+#pragma unroll
+  for (int e = 0; e < 8; ++e) f[e] = ld(p, e);
+}
+template <>
+__device__ inline void load8<__nv_bfloat16>(const __nv_bfloat16* p, float (&f)[8]) {
+  uint4 w = __ldg(reinterpret_cast<const uint4*>(p));
+  const __nv_bfloat162* wp = reinterpret_cast<const __nv_bfloat162*>(&w);
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    float2 x = __bfloat1622float2(wp[j]);
+    f[2 * j] = x.x;
+    f[2 * j + 1] = x.y;
+  }
+}
+
+// K/V as the kernels read them: key row j of KV head kh dotted with the
+// query, eight key values from element 8·c8 (the grouped kernel), value c
+// of row j. Contiguous [S, KVH, D] rows here; the paged stores' block
+// tables in paged.cu. Same arithmetic in the same order for every layout.
+template <typename T>
+struct DenseKV {
+  const T* k;
+  const T* v;
+  int64_t kvh, d, dv;
+  __device__ float dot(const float* qs, int64_t j, int64_t kh) const { return dot_row(qs, k + (j * kvh + kh) * d, d); }
+  __device__ void key8(int64_t j, int64_t kh, int64_t c8, float (&f)[8]) const {
+    load8(k + (j * kvh + kh) * d + c8 * 8, f);
+  }
+  __device__ float val(int64_t j, int64_t kh, int64_t c) const { return ld(v, (j * kvh + kh) * dv + c); }
+};
+
+template <class KV>
+__global__ void attention_kernel(const float* q, KV kv, float* out, int64_t h, int64_t d,
+                                 int64_t s, int64_t kvh, int64_t dv, AttnParams p, float* part_ml,
+                                 float* part_acc) {
+  extern __shared__ float smem[];
+  float* qs = smem;         // [d]
+  float* ps = smem + d;     // [kTile]
+  float* red = ps + kTile;  // [kTile / 32]
+  const int64_t i = blockIdx.x / h, hh = blockIdx.x % h, kh = hh / (h / kvh);
+  if (p.kv_len) {
+    // Graph-replayed step: the key count lives on the device; the queries are the last rows.
+    s = min(s, static_cast<int64_t>(*p.kv_len));
+    p.q_offset = s - static_cast<int64_t>(gridDim.x / h);
+  }
+  const int64_t qpos = p.q_offset + i;
+  int64_t hi = p.causal ? min(s - 1, qpos) : s - 1;
+  const int64_t lo_all = p.window > 0 ? max(static_cast<int64_t>(0), qpos - p.window + 1) : 0;
+  // This block's share of [lo_all, hi]: split blockIdx.y of gridDim.y.
+  const int64_t splits = gridDim.y, chunk = (hi - lo_all + splits) / splits;
+  const int64_t lo = lo_all + blockIdx.y * chunk;
+  const int64_t hi_all = hi;
+  hi = min(hi_all, lo + chunk - 1);
+  float* o = out + (i * h + hh) * dv;
+  for (int64_t c = threadIdx.x; c < d; c += blockDim.x) qs[c] = q[(i * h + hh) * d + c];
+  __syncthreads();
+  float acc[kMaxDvPerThread] = {0, 0, 0, 0};
+  float m = -INFINITY, l = 0;
+  for (int64_t t0 = lo; t0 <= hi; t0 += kTile) {
+    int64_t j = t0 + threadIdx.x;
+    float score = -INFINITY;
+    if (j <= hi) {
+      float dot = kv.dot(qs, j, kh);
+      dot *= p.scale;
+      if (p.softcap > 0) dot = tanhf(dot / p.softcap) * p.softcap;
+      score = dot;
+    }
+    float nm = fmaxf(m, tile_max(score, red));
+    float pj = j <= hi ? expf(score - nm) : 0.0f;
+    float corr = expf(m - nm);
+    l = l * corr + tile_sum(pj, red);
+    ps[threadIdx.x] = pj;
+    __syncthreads();
+    int64_t n = min(static_cast<int64_t>(kTile), hi - t0 + 1);
+    for (int r = 0; r < kMaxDvPerThread; ++r) {
+      int64_t c = threadIdx.x + r * kTile;
+      if (c >= dv) break;
+      // Four independent chains so several V loads are in flight.
+      float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+      int64_t jj = 0;
+      for (; jj + 4 <= n; jj += 4) {
+        a0 = fmaf(ps[jj], kv.val(t0 + jj, kh, c), a0);
+        a1 = fmaf(ps[jj + 1], kv.val(t0 + jj + 1, kh, c), a1);
+        a2 = fmaf(ps[jj + 2], kv.val(t0 + jj + 2, kh, c), a2);
+        a3 = fmaf(ps[jj + 3], kv.val(t0 + jj + 3, kh, c), a3);
+      }
+      for (; jj < n; ++jj) a0 = fmaf(ps[jj], kv.val(t0 + jj, kh, c), a0);
+      acc[r] = acc[r] * corr + ((a0 + a1) + (a2 + a3));
+    }
+    m = nm;
+    __syncthreads();
+  }
+  if (splits > 1) {
+    const int64_t slot = (i * h + hh) * splits + blockIdx.y;
+    if (threadIdx.x == 0) {
+      part_ml[2 * slot] = m;
+      part_ml[2 * slot + 1] = l;
+    }
+    for (int r = 0; r < kMaxDvPerThread; ++r) {
+      int64_t c = threadIdx.x + r * kTile;
+      if (c >= dv) break;
+      part_acc[slot * dv + c] = acc[r];
+    }
+    return;
+  }
+  for (int r = 0; r < kMaxDvPerThread; ++r) {
+    int64_t c = threadIdx.x + r * kTile;
+    if (c >= dv) break;
+    o[c] = l > 0 ? acc[r] / l : 0.0f;
+  }
+}
+
+// The G query heads that share one K/V head, in one block: each key and
+// value row is read once for all G heads (GQA), G online softmaxes side by
+// side. Same split layout and partials as attention_kernel.
+template <class KV, int G>
+__global__ void attention_group_kernel(const float* q, KV kv, float* out, int64_t h, int64_t d,
+                                       int64_t s, int64_t kvh, int64_t dv, AttnParams p, float* part_ml,
+                                       float* part_acc) {
+  extern __shared__ float smem[];
+  float* qs = smem;              // [G * d]
+  float* ps = smem + G * d;      // [G * kTile]
+  float* red = ps + G * kTile;   // [kTile / 32]
+  const int64_t i = blockIdx.x / kvh, kh = blockIdx.x % kvh;
+  if (p.kv_len) {
+    s = min(s, static_cast<int64_t>(*p.kv_len));
+    p.q_offset = s - static_cast<int64_t>(gridDim.x / kvh);
+  }
+  const int64_t qpos = p.q_offset + i;
+  int64_t hi = p.causal ? min(s - 1, qpos) : s - 1;
+  const int64_t lo_all = p.window > 0 ? max(static_cast<int64_t>(0), qpos - p.window + 1) : 0;
+  const int64_t splits = gridDim.y, chunk = (hi - lo_all + splits) / splits;
+  const int64_t lo = lo_all + blockIdx.y * chunk;
+  hi = min(hi, lo + chunk - 1);
+  const int64_t h0 = kh * G;  // first query head of the group
+  for (int64_t c = threadIdx.x; c < G * d; c += blockDim.x) qs[c] = q[(i * h + h0) * d + c];
+  __syncthreads();
+  float acc[G][kMaxDvPerThread];
+  float m[G], l[G];
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0;
+#pragma unroll
+    for (int r = 0; r < kMaxDvPerThread; ++r) acc[g][r] = 0;
+  }
+  for (int64_t t0 = lo; t0 <= hi; t0 += kTile) {
+    const int64_t j = t0 + threadIdx.x;
+    float sc[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) sc[g] = 0;
+    if (j <= hi) {
+      for (int64_t c8 = 0; c8 < d / 8; ++c8) {
+        float f[8];
+        kv.key8(j, kh, c8, f);
+#pragma unroll
+        for (int g = 0; g < G; ++g)
+#pragma unroll
+          for (int e = 0; e < 8; ++e) sc[g] = fmaf(qs[g * d + c8 * 8 + e], f[e], sc[g]);
+      }
+    }
+    float corr[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      float score = -INFINITY;
+      if (j <= hi) {
+        float dot = sc[g] * p.scale;
+        if (p.softcap > 0) dot = tanhf(dot / p.softcap) * p.softcap;
+        score = dot;
+      }
+      const float nm = fmaxf(m[g], tile_max(score, red));
+      const float pj = j <= hi ? expf(score - nm) : 0.0f;
+      corr[g] = expf(m[g] - nm);
+      l[g] = l[g] * corr[g] + tile_sum(pj, red);
+      ps[g * kTile + threadIdx.x] = pj;
+      m[g] = nm;
+    }
+    __syncthreads();
+    const int64_t n = min(static_cast<int64_t>(kTile), hi - t0 + 1);
+#pragma unroll
+    for (int r = 0; r < kMaxDvPerThread; ++r) {
+      const int64_t c = threadIdx.x + r * kTile;
+      if (c >= dv) break;
+      float a[G];
+#pragma unroll
+      for (int g = 0; g < G; ++g) a[g] = 0;
+      for (int64_t jj = 0; jj < n; ++jj) {
+        const float vv = kv.val(t0 + jj, kh, c);
+#pragma unroll
+        for (int g = 0; g < G; ++g) a[g] = fmaf(ps[g * kTile + jj], vv, a[g]);
+      }
+#pragma unroll
+      for (int g = 0; g < G; ++g) acc[g][r] = acc[g][r] * corr[g] + a[g];
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int g = 0; g < G; ++g) {
+    const int64_t qh = i * h + h0 + g;
+    if (splits > 1) {
+      const int64_t slot = qh * splits + blockIdx.y;
+      if (threadIdx.x == 0) {
+        part_ml[2 * slot] = m[g];
+        part_ml[2 * slot + 1] = l[g];
+      }
+#pragma unroll
+      for (int r = 0; r < kMaxDvPerThread; ++r) {
+        const int64_t c = threadIdx.x + r * kTile;
+        if (c < dv) part_acc[slot * dv + c] = acc[g][r];
+      }
+    } else {
+#pragma unroll
+      for (int r = 0; r < kMaxDvPerThread; ++r) {
+        const int64_t c = threadIdx.x + r * kTile;
+        if (c < dv) out[qh * dv + c] = l[g] > 0 ? acc[g][r] / l[g] : 0.0f;
+      }
+    }
+  }
+}
+
+// One block per (query, head): rescales every split to the common max.
+__global__ void merge_splits_kernel(const float* part_ml, const float* part_acc, float* out, int64_t splits,
+                                    int64_t dv) {
+  const int64_t qh = blockIdx.x;
+  const float* ml = part_ml + 2 * qh * splits;
+  float mx = -INFINITY;
+  for (int64_t sp = 0; sp < splits; ++sp) mx = fmaxf(mx, ml[2 * sp]);
+  float l = 0;
+  for (int64_t sp = 0; sp < splits; ++sp)
+    if (ml[2 * sp + 1] > 0) l += expf(ml[2 * sp] - mx) * ml[2 * sp + 1];
+  for (int64_t c = threadIdx.x; c < dv; c += blockDim.x) {
+    float a = 0;
+    for (int64_t sp = 0; sp < splits; ++sp)
+      if (ml[2 * sp + 1] > 0) a += expf(ml[2 * sp] - mx) * part_acc[(qh * splits + sp) * dv + c];
+    out[qh * dv + c] = l > 0 ? a / l : 0.0f;
+  }
+}
+
+
+
+// Plans and launches attention over any K/V addressing: GQA-grouped blocks
+// from kGroupMinRows query rows on (when `aligned`: rows of a multiple of 8
+// elements in 16-byte-aligned memory), key splits when the blocks would not
+// fill the GPU, then the merge.
+template <class KV>
+void run(const float* q, const KV& kv, bool aligned, float* out, int64_t t, int64_t h, int64_t d, int64_t s,
+         int64_t kvh, int64_t dv, const AttnParams& p) {
+  if (t == 0) return;
+  INGOT_CHECK(dv <= kTile * kMaxDvPerThread, "attention: value head dim ", dv, " too large");
+  // Keys a query row sees at most (the last row under a causal mask). With a
+  // device key count the host knows only the reserved rows: splits cover them
+  // all and splits past the count contribute nothing.
+  const int64_t last = p.causal && !p.kv_len ? std::min(s - 1, p.q_offset + t - 1) : s - 1;
+  const int64_t keys = p.window > 0 ? std::min(p.window, last + 1) : last + 1;
+  // GQA groups of 2, 4 or 8 query heads share their K/V reads; other shapes
+  // take one block per head. Decode (few query rows) keeps one block per
+  // head: grouping would leave too few blocks (measured on the H200,
+  // bench/RESULTS.md).
+  const int64_t group = h / kvh;
+  const bool many_rows = t >= kGroupMinRows;
+  const int G = aligned && d % 8 == 0 && many_rows && group_kernel_enabled() &&
+                        (group == 2 || group == 4 || group == 8)
+                    ? static_cast<int>(group)
+                    : 1;
+  const int64_t splits = split_count(t * h / G, keys);
+  Tensor ml, acc;
+  float *ml_p = nullptr, *acc_p = nullptr;
+  if (splits > 1) {
+    ml = Tensor::empty({t * h * splits * 2}, DType::F32, Device::CUDA);
+    acc = Tensor::empty({t * h * splits * dv}, DType::F32, Device::CUDA);
+    ml_p = ml.data<float>();
+    acc_p = acc.data<float>();
+  }
+  if (G > 1) {
+    dim3 grid(static_cast<unsigned>(t * kvh), static_cast<unsigned>(splits));
+    const size_t gsmem = static_cast<size_t>(G * d + G * kTile + kTile / 32) * sizeof(float);
+    auto go = [&](auto gc) {
+      constexpr int GG = decltype(gc)::value;
+      attention_group_kernel<KV, GG><<<grid, kTile, gsmem, stream()>>>(q, kv, out, h, d, s, kvh, dv, p, ml_p, acc_p);
+    };
+    if (G == 2) go(std::integral_constant<int, 2>{});
+    else if (G == 4) go(std::integral_constant<int, 4>{});
+    else go(std::integral_constant<int, 8>{});
+  } else {
+    dim3 grid(static_cast<unsigned>(t * h), static_cast<unsigned>(splits));
+    const size_t smem = static_cast<size_t>(d + kTile + kTile / 32) * sizeof(float);
+    attention_kernel<KV><<<grid, kTile, smem, stream()>>>(q, kv, out, h, d, s, kvh, dv, p, ml_p, acc_p);
+  }
+  CUDA_LAUNCH_OK();
+  if (splits > 1) {
+    merge_splits_kernel<<<static_cast<unsigned>(t * h), 128, 0, stream()>>>(ml_p, acc_p, out, splits, dv);
+    CUDA_LAUNCH_OK();
+  }
+}
+
+}  // namespace
+
+}  // namespace ingot::cuda::attn

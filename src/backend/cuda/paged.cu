@@ -1,0 +1,287 @@
+// Paged K/V on the GPU (the pool layout is kv/'s, docs/kv-cache.md): the
+// attention kernels of attention_kernels.cuh reading rows through a block
+// table, with KV8/KV4 codes dequantized in the loads; the write kernel that
+// stores new rows in their blocks (quantizing them exactly like kv/quant.cpp,
+// so a GPU pool holds the same bytes as a CPU pool); and the gather.
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "backend/cuda/attention_kernels.cuh"
+
+namespace ingot::cuda {
+
+namespace {
+
+// Block and slot of token j (shifts when the block size is a power of two).
+struct BlockIndex {
+  int64_t bs;
+  int shift;  // < 0: divide
+  __device__ int64_t block(int64_t j) const { return shift >= 0 ? j >> shift : j / bs; }
+  __device__ int64_t slot(int64_t j) const { return shift >= 0 ? j & (bs - 1) : j % bs; }
+};
+
+int shift_of(int64_t n) {
+  if (n <= 0 || (n & (n - 1)) != 0) return -1;
+  int s = 0;
+  while ((int64_t{1} << s) < n) ++s;
+  return s;
+}
+
+// Region r (0 K codes, 1 K params, 2 V codes, 3 V params) of the row holding
+// token j of KV head kh; `rb` bytes (or floats, for params) per row.
+__device__ inline const uint8_t* row_of(const uint8_t* const* blocks, const BlockIndex& ix, int r, int64_t j,
+                                        int64_t kh, int64_t rb) {
+  return blocks[4 * ix.block(j) + r] + (kh * ix.bs + ix.slot(j)) * rb;
+}
+
+// Unquantized rows (float32 or bf16) through the block table: the same dot
+// and loads as attn::DenseKV, so results equal the contiguous store's.
+template <typename T>
+struct PagedRowsKV {
+  const uint8_t* const* blocks;
+  BlockIndex ix;
+  int64_t d, krow, vrow;
+  __device__ const T* key(int64_t j, int64_t kh) const {
+    return reinterpret_cast<const T*>(row_of(blocks, ix, 0, j, kh, krow));
+  }
+  __device__ float dot(const float* qs, int64_t j, int64_t kh) const { return attn::dot_row(qs, key(j, kh), d); }
+  __device__ void key8(int64_t j, int64_t kh, int64_t c8, float (&f)[8]) const { attn::load8(key(j, kh) + c8 * 8, f); }
+  __device__ float val(int64_t j, int64_t kh, int64_t c) const {
+    return attn::ld(reinterpret_cast<const T*>(row_of(blocks, ix, 2, j, kh, vrow)), c);
+  }
+};
+
+template <int Bits>
+__device__ inline float code_at(const uint8_t* c, int64_t x) {
+  if (Bits == 8) return static_cast<float>(c[x]);
+  return static_cast<float>((c[x >> 1] >> ((x & 1) * 4)) & 15);
+}
+
+// KV8 / KV4 rows: codes and their group's (scale, bias), dequantized as they load.
+template <int Bits>
+struct PagedQuantKV {
+  const uint8_t* const* blocks;
+  BlockIndex ix;
+  int64_t d, kgroup, vgroup, krow, vrow, kpar, vpar;
+  int kshift, vshift;  // group shifts (< 0: divide)
+  __device__ static int64_t group_of(int64_t x, int64_t g, int s) { return s >= 0 ? x >> s : x / g; }
+  __device__ float dot(const float* qs, int64_t j, int64_t kh) const {
+    const uint8_t* c = row_of(blocks, ix, 0, j, kh, krow);
+    const float* pr = reinterpret_cast<const float*>(row_of(blocks, ix, 1, j, kh, kpar * 4));
+    float dot = 0;
+    for (int64_t g0 = 0, gi = 0; g0 < d; g0 += kgroup, ++gi) {
+      const float sc = pr[2 * gi], bi = pr[2 * gi + 1];
+      for (int64_t x = g0; x < g0 + kgroup; ++x) dot = fmaf(qs[x], fmaf(code_at<Bits>(c, x), sc, bi), dot);
+    }
+    return dot;
+  }
+  __device__ void key8(int64_t j, int64_t kh, int64_t c8, float (&f)[8]) const {
+    const uint8_t* c = row_of(blocks, ix, 0, j, kh, krow);
+    const float* pr = reinterpret_cast<const float*>(row_of(blocks, ix, 1, j, kh, kpar * 4));
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const int64_t x = c8 * 8 + e, gi = group_of(x, kgroup, kshift);
+      f[e] = fmaf(code_at<Bits>(c, x), pr[2 * gi], pr[2 * gi + 1]);
+    }
+  }
+  __device__ float val(int64_t j, int64_t kh, int64_t x) const {
+    const uint8_t* c = row_of(blocks, ix, 2, j, kh, vrow);
+    const float* pr = reinterpret_cast<const float*>(row_of(blocks, ix, 3, j, kh, vpar * 4));
+    const int64_t gi = group_of(x, vgroup, vshift);
+    return fmaf(code_at<Bits>(c, x), pr[2 * gi], pr[2 * gi + 1]);
+  }
+};
+
+// ---- Quantization, operation for operation as kv/quant.cpp (every product
+// and sum rounded on its own: no contraction into FMAs), so the codes and
+// parameters equal the CPU store's bit for bit.
+__device__ inline uint8_t code_of(float x, float lo, float inv, float levels) {
+  const float y = rintf(__fmul_rn(__fsub_rn(x, lo), inv));
+  return static_cast<uint8_t>(y < 0.0f ? 0.0f : (levels < y ? levels : y));
+}
+
+__device__ float group_error(const float* x, int64_t n, float scale, float bias, float levels) {
+  const float inv = scale > 0 ? __fdiv_rn(1.0f, scale) : 0.0f;
+  float e = 0;
+  for (int64_t c = 0; c < n; ++c) {
+    const float d = __fsub_rn(__fadd_rn(__fmul_rn(static_cast<float>(code_of(x[c], bias, inv, levels)), scale), bias), x[c]);
+    e = __fadd_rn(e, __fmul_rn(d, d));
+  }
+  return e;
+}
+
+__device__ bool refit(const float* x, int64_t n, float levels, float s, float b, float* ns, float* nb) {
+  const float inv = __fdiv_rn(1.0f, s);
+  double sq = 0, sx = 0, sqq = 0, sqx = 0;
+  for (int64_t c = 0; c < n; ++c) {
+    const double q = code_of(x[c], b, inv, levels);
+    const double xc = x[c];
+    sq = __dadd_rn(sq, q);
+    sx = __dadd_rn(sx, xc);
+    sqq = __dadd_rn(sqq, __dmul_rn(q, q));
+    sqx = __dadd_rn(sqx, __dmul_rn(q, xc));
+  }
+  const double nd = static_cast<double>(n);
+  const double den = __dsub_rn(__dmul_rn(nd, sqq), __dmul_rn(sq, sq));
+  if (den <= 0) return false;
+  *ns = __double2float_rn(__ddiv_rn(__dsub_rn(__dmul_rn(nd, sqx), __dmul_rn(sq, sx)), den));
+  *nb = __double2float_rn(__ddiv_rn(__dsub_rn(sx, __dmul_rn(static_cast<double>(*ns), sq)), nd));
+  return *ns > 0;
+}
+
+__device__ void fit_group(const float* x, int64_t n, float levels, bool search, float* scale, float* bias) {
+  float lo = x[0], hi = x[0];
+  for (int64_t c = 1; c < n; ++c) {
+    lo = x[c] < lo ? x[c] : lo;
+    hi = hi < x[c] ? x[c] : hi;
+  }
+  *scale = __fdiv_rn(__fsub_rn(hi, lo), levels);
+  *bias = lo;
+  if (!search || !(*scale > 0)) return;
+  float best = group_error(x, n, *scale, *bias, levels);
+  constexpr int kSteps = 6;
+  constexpr float kSpan = 0.3f;
+  for (int j = 0; j <= kSteps; ++j) {
+    const float frac = __fdiv_rn(__fmul_rn(kSpan, static_cast<float>(j)), static_cast<float>(kSteps));
+    const float s0 = __fdiv_rn(__fsub_rn(hi, lo), __fmul_rn(levels, __fsub_rn(1.0f, frac)));
+    const float top = __fmul_rn(levels, s0);
+    const float anchors[3] = {lo, __fsub_rn(hi, top), __fmul_rn(0.5f, __fsub_rn(__fadd_rn(lo, hi), top))};
+    for (const float b0 : anchors) {
+      float ns = 0, nb = 0;
+      if (!refit(x, n, levels, s0, b0, &ns, &nb)) continue;
+      const float e = group_error(x, n, ns, nb, levels);
+      if (e < best) {
+        best = e;
+        *scale = ns;
+        *bias = nb;
+      }
+    }
+  }
+}
+
+// One thread per (row, group) of both planes: rows i of [t, kvh, dim] land at token pos + i.
+__global__ void quantize_rows_kernel(PagedBlocks kv, BlockIndex ix, int64_t pos, const float* k, const float* v,
+                                     int64_t t) {
+  int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t nk = t * kv.kv_heads * (kv.k_dim / kv.k_group);
+  const int64_t nv = t * kv.kv_heads * (kv.v_dim / kv.v_group);
+  const bool is_v = idx >= nk;
+  if (is_v) idx -= nk;
+  if (idx >= (is_v ? nv : nk)) return;
+  const int64_t dim = is_v ? kv.v_dim : kv.k_dim, group = is_v ? kv.v_group : kv.k_group, ng = dim / group;
+  const int64_t row = idx / ng, gi = idx % ng, i = row / kv.kv_heads, h = row % kv.kv_heads;
+  const float* x = (is_v ? v : k) + row * dim + gi * group;
+  const float levels = kv.quant_bits == 8 ? 255.0f : 15.0f;
+  float scale = 0, bias = 0;
+  fit_group(x, group, levels, kv.quant_bits == 4, &scale, &bias);
+  const float inv = scale > 0 ? __fdiv_rn(1.0f, scale) : 0.0f;
+  const int64_t p = pos + i, b = ix.block(p) - ix.block(pos), r = h * ix.bs + ix.slot(p);
+  uint8_t* codes = const_cast<uint8_t*>(kv.blocks[4 * b + (is_v ? 2 : 0)]) + r * (is_v ? kv.v_row_bytes : kv.k_row_bytes);
+  float* params = reinterpret_cast<float*>(const_cast<uint8_t*>(kv.blocks[4 * b + (is_v ? 3 : 1)])) +
+                  r * (is_v ? kv.v_row_params : kv.k_row_params);
+  params[2 * gi] = scale;
+  params[2 * gi + 1] = bias;
+  const int64_t g0 = gi * group;
+  if (kv.quant_bits == 8) {
+    for (int64_t c = 0; c < group; ++c) codes[g0 + c] = code_of(x[c], bias, inv, levels);
+  } else {
+    for (int64_t c = 0; c < group; c += 2)
+      codes[(g0 + c) / 2] = static_cast<uint8_t>(code_of(x[c], bias, inv, levels) |
+                                                 (code_of(x[c + 1], bias, inv, levels) << 4));
+  }
+}
+
+// One block per (row, plane): the row's bytes copied into its block.
+__global__ void write_rows_kernel(PagedBlocks kv, BlockIndex ix, int64_t pos, const uint8_t* k, const uint8_t* v) {
+  const bool is_v = blockIdx.y == 1;
+  const int64_t row = blockIdx.x, i = row / kv.kv_heads, h = row % kv.kv_heads;
+  const int64_t rb = is_v ? kv.v_row_bytes : kv.k_row_bytes;
+  const uint8_t* src = (is_v ? v : k) + row * rb;
+  const int64_t p = pos + i, b = ix.block(p) - ix.block(pos);
+  uint8_t* dst = const_cast<uint8_t*>(kv.blocks[4 * b + (is_v ? 2 : 0)]) + (h * ix.bs + ix.slot(p)) * rb;
+  if (rb % 4 == 0 && (reinterpret_cast<uintptr_t>(src) & 3) == 0) {
+    for (int64_t w = threadIdx.x; w < rb / 4; w += blockDim.x)
+      reinterpret_cast<uint32_t*>(dst)[w] = reinterpret_cast<const uint32_t*>(src)[w];
+  } else {
+    for (int64_t w = threadIdx.x; w < rb; w += blockDim.x) dst[w] = src[w];
+  }
+}
+
+// One block per (token, head): rows of `elem` copied, or codes dequantized as
+// kv/quant.cpp's dequantize_row does (code · scale + bias, each rounded).
+__global__ void gather_rows_kernel(PagedBlocks kv, BlockIndex ix, bool is_v, uint8_t* out) {
+  const int64_t row = blockIdx.x, p = row / kv.kv_heads, h = row % kv.kv_heads;
+  const int64_t rb = is_v ? kv.v_row_bytes : kv.k_row_bytes, dim = is_v ? kv.v_dim : kv.k_dim;
+  const uint8_t* c = row_of(kv.blocks, ix, is_v ? 2 : 0, p, h, rb);
+  if (kv.quant_bits == 0) {
+    uint8_t* o = out + row * rb;
+    for (int64_t w = threadIdx.x; w < rb; w += blockDim.x) o[w] = c[w];
+    return;
+  }
+  const int64_t group = is_v ? kv.v_group : kv.k_group, np = is_v ? kv.v_row_params : kv.k_row_params;
+  const float* pr = reinterpret_cast<const float*>(row_of(kv.blocks, ix, is_v ? 3 : 1, p, h, np * 4));
+  float* o = reinterpret_cast<float*>(out) + row * dim;
+  for (int64_t x = threadIdx.x; x < dim; x += blockDim.x) {
+    const int64_t gi = x / group;
+    const float code = kv.quant_bits == 8 ? code_at<8>(c, x) : code_at<4>(c, x);
+    o[x] = __fadd_rn(__fmul_rn(code, pr[2 * gi]), pr[2 * gi + 1]);
+  }
+}
+
+}  // namespace
+
+void launch_paged_attention(const float* q, const PagedBlocks& kv, int64_t length, float* out, int64_t t, int64_t h,
+                            const AttnParams& p) {
+  if (t == 0) return;
+  const BlockIndex ix{kv.block_size, shift_of(kv.block_size)};
+  const int64_t d = kv.k_dim, dv = kv.v_dim, kvh = kv.kv_heads;
+  if (kv.quant_bits == 0) {
+    // Rows start 16-byte aligned (page-aligned regions, rows of a multiple of 8 elements when d % 8 == 0).
+    if (kv.elem == DType::F32)
+      attn::run(q, PagedRowsKV<float>{kv.blocks, ix, d, kv.k_row_bytes, kv.v_row_bytes}, true, out, t, h, d, length,
+                kvh, dv, p);
+    else if (kv.elem == DType::BF16)
+      attn::run(q, PagedRowsKV<__nv_bfloat16>{kv.blocks, ix, d, kv.k_row_bytes, kv.v_row_bytes}, true, out, t, h, d,
+                length, kvh, dv, p);
+    else
+      fail(ErrorKind::Unsupported, "CUDA paged attention over ", dtype_name(kv.elem), " rows");
+    return;
+  }
+  auto quant = [&](auto bits) {
+    constexpr int B = decltype(bits)::value;
+    attn::run(q,
+              PagedQuantKV<B>{kv.blocks, ix, d, kv.k_group, kv.v_group, kv.k_row_bytes, kv.v_row_bytes, kv.k_row_params,
+                              kv.v_row_params, shift_of(kv.k_group), shift_of(kv.v_group)},
+              true, out, t, h, d, length, kvh, dv, p);
+  };
+  if (kv.quant_bits == 8) quant(std::integral_constant<int, 8>{});
+  else if (kv.quant_bits == 4) quant(std::integral_constant<int, 4>{});
+  else fail(ErrorKind::InvalidArgument, "paged KV: ", kv.quant_bits, "-bit codes");
+}
+
+void launch_paged_write(const PagedBlocks& kv, int64_t pos, const void* k, const void* v, int64_t t) {
+  if (t == 0) return;
+  const BlockIndex ix{kv.block_size, shift_of(kv.block_size)};
+  if (kv.quant_bits == 0) {
+    dim3 grid(static_cast<unsigned>(t * kv.kv_heads), 2);
+    write_rows_kernel<<<grid, 64, 0, stream()>>>(kv, ix, pos, static_cast<const uint8_t*>(k),
+                                                 static_cast<const uint8_t*>(v));
+  } else {
+    const int64_t n = t * kv.kv_heads * (kv.k_dim / kv.k_group + kv.v_dim / kv.v_group);
+    constexpr int kThreads = 128;
+    quantize_rows_kernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, stream()>>>(
+        kv, ix, pos, static_cast<const float*>(k), static_cast<const float*>(v), t);
+  }
+  CUDA_LAUNCH_OK();
+}
+
+void launch_paged_gather(const PagedBlocks& kv, bool is_v, void* out, int64_t len) {
+  if (len == 0) return;
+  const BlockIndex ix{kv.block_size, shift_of(kv.block_size)};
+  gather_rows_kernel<<<static_cast<unsigned>(len * kv.kv_heads), 64, 0, stream()>>>(kv, ix, is_v,
+                                                                                   static_cast<uint8_t*>(out));
+  CUDA_LAUNCH_OK();
+}
+
+}  // namespace ingot::cuda

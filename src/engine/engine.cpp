@@ -170,7 +170,8 @@ void EngineImpl::validate(Request& r) const {
     r.prompt.erase(r.prompt.begin(), r.prompt.begin() + (P + r.stop.max_tokens - context_));
   }
   const int64_t need = kv_bytes_for_tokens(layout_, kv_dtype_, opt_.kv,
-                                           static_cast<int64_t>(r.prompt.size()) + r.stop.max_tokens);
+                                           static_cast<int64_t>(r.prompt.size()) + r.stop.max_tokens) +
+                       kv_sequence_fixed_bytes(layout_, opt_.kv);
   if (need > kv_budget_)
     fail(ErrorKind::ResourceExhausted, "the request needs ", need >> 20, " MiB of KV cache but the memory budget leaves ",
          kv_budget_ >> 20, " MiB for it");

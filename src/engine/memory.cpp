@@ -9,19 +9,33 @@
 
 #include "ingot/engine.h"
 #include "io/safetensors.h"
+#include "kv/kinds.h"
 #include "models/model.h"
 #include "util/error.h"
 
 namespace ingot::engine {
 
 double kv_bytes_per_token_layer(const kv::LayerSpec& s, DType dtype, const std::string& kind) {
-  const double elems = static_cast<double>(s.kv_heads * (s.head_dim + s.v_head_dim));
-  if (kind == "kv8" || kind == "kv4") {
-    // Affine groups of 64 values, one f16 scale and one f16 bias per group.
-    const double bits = kind == "kv8" ? 8 : 4;
-    return elems * bits / 8 + elems / 64 * 4;
+  if ((kind == "kv8" || kind == "kv4") && s.window == 0) {
+    const kv::PoolOptions o = kv::pool_options_for(kind);
+    double row = 0;
+    for (int64_t dim : {s.head_dim, s.v_head_dim}) {
+      const kv::PlaneGeometry g = kv::plane_geometry(dim, s.kv_heads, o, dtype);
+      row += static_cast<double>(g.row_code_bytes + g.row_param_floats * sizeof(float));
+    }
+    return static_cast<double>(s.kv_heads) * row;
   }
+  const double elems = static_cast<double>(s.kv_heads * (s.head_dim + s.v_head_dim));
   return elems * static_cast<double>(dtype_info(dtype).block_bytes);
+}
+
+int64_t kv_sequence_fixed_bytes(const std::vector<kv::LayerSpec>& layers, const std::string& kind) {
+  if (kind != "kv4") return 0;
+  const int64_t bs = kv::pool_options_for(kind).block_size;
+  int64_t total = 0;
+  for (const auto& s : layers)
+    if (s.window == 0) total += s.kv_heads * bs * (s.head_dim + s.v_head_dim) * static_cast<int64_t>(sizeof(float));
+  return total;
 }
 
 int64_t kv_bytes_for_tokens(const std::vector<kv::LayerSpec>& layers, DType dtype, const std::string& kind,
@@ -72,7 +86,7 @@ MemoryPrediction predict_memory(const ModelConfig& cfg, DType kv_dtype, int64_t 
   double per_tok = 0;
   for (const auto& s : layers) per_tok += kv_bytes_per_token_layer(s, kv_dtype, q.kv);
   p.kv_bytes_per_token = static_cast<int64_t>(std::ceil(per_tok));
-  p.kv_bytes = q.batch * kv_bytes_for_tokens(layers, kv_dtype, q.kv, q.ctx);
+  p.kv_bytes = q.batch * (kv_bytes_for_tokens(layers, kv_dtype, q.kv, q.ctx) + kv_sequence_fixed_bytes(layers, q.kv));
   // The largest step: a full token budget of prefill chunks.
   const int64_t rows = std::min(q.token_budget, q.batch * std::min(q.ctx, q.prefill_chunk));
   p.activation_bytes = activation_bytes(cfg, rows, std::min(rows, q.batch), q.ctx);

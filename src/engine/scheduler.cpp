@@ -55,7 +55,7 @@ void EngineImpl::reap_cancelled() {
 
 bool EngineImpl::try_admit(Sequence& s) {
   const int64_t total = std::min(context_, s.prompt_len + s.req.stop.max_tokens);
-  const int64_t need = kv_bytes_for_tokens(layout_, kv_dtype_, opt_.kv, total);
+  const int64_t need = kv_bytes_for_tokens(layout_, kv_dtype_, opt_.kv, total) + kv_sequence_fixed_bytes(layout_, opt_.kv);
   if (reserved_ + need > kv_budget_) return false;
   // Prefix lookup: never the whole prompt (its last position must be computed
   // for logits), and not when every prompt position's logits are wanted.
@@ -272,7 +272,8 @@ void EngineImpl::run_embeddings() {
 int64_t EngineImpl::kv_used_bytes() const {
   int64_t used = prefix_ ? prefix_->bytes() : 0;
   for (const auto& s : running_)
-    if (s->cache) used += kv_bytes_for_tokens(layout_, kv_dtype_, opt_.kv, s->cache->offset());
+    if (s->cache)
+      used += kv_bytes_for_tokens(layout_, kv_dtype_, opt_.kv, s->cache->offset()) + kv_sequence_fixed_bytes(layout_, opt_.kv);
   return used;
 }
 

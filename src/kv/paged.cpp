@@ -55,7 +55,7 @@ void write_plane(const LayerPool& lp, bool is_v, const int32_t* table, int64_t p
 }  // namespace
 
 void paged_write_cpu(const LayerPool& lp, const int32_t* table, int64_t pos, const Tensor& k, const Tensor& v,
-                     const OpenBlock& open) {
+                     const OpenBlock& open, TableMirrorSlot*) {
   write_plane(lp, false, table, pos, k, open.block, open.k);
   write_plane(lp, true, table, pos, v, open.block, open.v);
 }
@@ -63,7 +63,7 @@ void paged_write_cpu(const LayerPool& lp, const int32_t* table, int64_t pos, con
 // [len, KVH, dim]: cache dtype rows copied, or dequantized float32 (the open
 // block's exact rows where held; KV4 rotated back).
 Tensor paged_gather_cpu(const LayerPool& lp, bool is_v, const int32_t* table, int64_t len, int64_t open_block,
-                        const float* open) {
+                        const float* open, TableMirrorSlot*) {
   const PlaneGeometry& g = lp.plane(is_v);
   const int64_t kvh = lp.spec().kv_heads, bs = lp.block_size();
   const KvQuant q = lp.options().quant;
@@ -110,8 +110,8 @@ PagedLayerCache::PagedLayerCache(std::shared_ptr<Pool> pool, LayerPool* layer)
   INGOT_CHECK(lp_ != nullptr);
   if (keeps_open_block()) {
     const LayerSpec& s = lp_->spec();
-    open_k_.assign(static_cast<size_t>(s.kv_heads * lp_->block_size() * s.head_dim), 0.0f);
-    open_v_.assign(static_cast<size_t>(s.kv_heads * lp_->block_size() * s.v_head_dim), 0.0f);
+    open_k_ = Tensor::zeros({s.kv_heads * lp_->block_size() * s.head_dim}, DType::F32, lp_->device());
+    open_v_ = Tensor::zeros({s.kv_heads * lp_->block_size() * s.v_head_dim}, DType::F32, lp_->device());
   }
 }
 
@@ -153,8 +153,8 @@ void PagedLayerCache::append(const Tensor& k, const Tensor& v) {
   Tensor kc = ops::cast(k, dt).contiguous(), vc = ops::cast(v, dt).contiguous();
   const PagedKernels& kern = kernels_of(*lp_);
   OpenBlock ob;
-  if (open >= 0) ob = OpenBlock{open, open_k_.data(), open_v_.data()};
-  kern.write(*lp_, table_.data(), len_, kc, vc, ob);
+  if (open >= 0) ob = OpenBlock{open, open_k_.data<float>(), open_v_.data<float>()};
+  kern.write(*lp_, table_.data(), len_, kc, vc, ob, &mirror_);
   open_block_ = open;
   len_ = end;
 }
@@ -163,18 +163,19 @@ std::pair<Tensor, Tensor> PagedLayerCache::fetch(int64_t* first_pos) const {
   *first_pos = 0;
   const PagedKernels& kern = kernels_of(*lp_);
   const bool open = open_block_ >= 0;
-  return {kern.gather(*lp_, false, table_.data(), len_, open_block_, open ? open_k_.data() : nullptr),
-          kern.gather(*lp_, true, table_.data(), len_, open_block_, open ? open_v_.data() : nullptr)};
+  return {kern.gather(*lp_, false, table_.data(), len_, open_block_, open ? open_rows(false) : nullptr, &mirror_),
+          kern.gather(*lp_, true, table_.data(), len_, open_block_, open ? open_rows(true) : nullptr, &mirror_)};
 }
 
 Tensor PagedLayerCache::attend(const Tensor& q, AttnParams p) const {
   if (lp_->options().path == AttendPath::Gather) return LayerCache::attend(q, p);
   p.q_offset = len_ - q.dim(0);
   PagedKV kv{lp_, table_.data(), static_cast<int64_t>(table_.size()), len_};
+  kv.mirror = &mirror_;
   if (open_block_ >= 0) {
     kv.open_block = open_block_;
-    kv.open_k = open_k_.data();
-    kv.open_v = open_v_.data();
+    kv.open_k = open_rows(false);
+    kv.open_v = open_rows(true);
   }
   return paged_attention(q, kv, p);
 }
@@ -195,8 +196,8 @@ std::unique_ptr<LayerCache> PagedLayerCache::clone() const {
   c->len_ = len_;
   c->open_block_ = open_block_;
   if (open_block_ >= 0) {
-    c->open_k_ = open_k_;
-    c->open_v_ = open_v_;
+    c->open_k_ = open_k_.clone();
+    c->open_v_ = open_v_.clone();
   }
   return c;
 }
@@ -213,8 +214,9 @@ void PagedLayerCache::adopt(std::vector<int32_t> table, int64_t tokens, const fl
   if (open_k && open_v) {
     const int64_t bs = lp_->block_size();
     INGOT_CHECK(keeps_open_block() && tokens % bs != 0, "exact open-block rows for a store that keeps none");
-    std::memcpy(open_k_.data(), open_k, open_k_.size() * sizeof(float));
-    std::memcpy(open_v_.data(), open_v, open_v_.size() * sizeof(float));
+    INGOT_CHECK(lp_->device() == Device::CPU, "exact open-block rows from host memory into a device pool");
+    std::memcpy(open_k_.data<float>(), open_k, open_floats(false) * sizeof(float));
+    std::memcpy(open_v_.data<float>(), open_v, open_floats(true) * sizeof(float));
     open_block_ = tokens / bs;
   }
 }

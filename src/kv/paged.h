@@ -3,7 +3,8 @@
 // shared (after clone()) or frozen (published) is copied first.
 //
 // KV4 also keeps the open (not yet full) last block exact: its rows, in the
-// rotated basis, are held in float32 by this sequence beside their codes, and
+// rotated basis, are held in float32 by this sequence (on the pool's device)
+// beside their codes, and
 // attention reads them from there; once the block fills only its codes stay.
 // The codes are always written, so blocks are valid on their own (clone,
 // copy-on-write, snapshots, trim back into a closed block all see codes).
@@ -11,7 +12,9 @@
 #include <memory>
 #include <vector>
 
+#include "kv/paged_attention.h"
 #include "kv/pool.h"
+#include "tensor/tensor.h"
 
 namespace ingot::kv {
 
@@ -48,8 +51,9 @@ class PagedLayerCache final : public LayerCache {
   // The block index whose exact rows are held, or -1.
   int64_t open_block() const { return open_block_; }
   // float32 [kv_heads, block_size, dim] rows of the open block (rotated basis).
-  const float* open_rows(bool v) const { return v ? open_v_.data() : open_k_.data(); }
-  size_t open_floats(bool v) const { return v ? open_v_.size() : open_k_.size(); }
+  // On the pool's device.
+  const float* open_rows(bool v) const { return (v ? open_v_ : open_k_).data<float>(); }
+  size_t open_floats(bool v) const { return static_cast<size_t>((v ? open_v_ : open_k_).numel()); }
 
  private:
   void release_from(size_t first_block);
@@ -58,7 +62,10 @@ class PagedLayerCache final : public LayerCache {
   std::vector<int32_t> table_;
   int64_t len_ = 0;
   int64_t open_block_ = -1;
-  std::vector<float> open_k_, open_v_;  // sized once when keeps_open_block()
+  Tensor open_k_, open_v_;  // float32, allocated once when keeps_open_block()
+  // The kernels' state for this table (not copied by clone(): a fork's table
+  // differs as soon as either side copies a block).
+  mutable TableMirrorSlot mirror_;
 };
 
 // Freezes every paged layer of `seq` (a prefix that others may now share).

@@ -15,11 +15,20 @@
 // docs/kv-cache.md.)
 #pragma once
 #include <cstdint>
+#include <memory>
 
 #include "kv/pool.h"
 #include "ops/backend.h"
 
 namespace ingot::kv {
+
+// What a device's kernels keep for one sequence's layer between calls (the
+// CUDA kernels: the device copy of its block addresses, so a decode step
+// uploads only blocks that changed). The store owns it and never looks inside.
+struct TableMirror {
+  virtual ~TableMirror() = default;
+};
+using TableMirrorSlot = std::unique_ptr<TableMirror>;
 
 // One sequence's K/V in a pool: blocks table[0..n_blocks) hold `length` tokens.
 struct PagedKV {
@@ -28,10 +37,12 @@ struct PagedKV {
   int64_t n_blocks = 0;
   int64_t length = 0;
   // KV4: block `open_block` is read from these exact float32 rows
-  // ([kv_heads, block_size, dim], rotated basis) instead of its codes.
+  // ([kv_heads, block_size, dim], rotated basis, on the pool's device)
+  // instead of its codes.
   int64_t open_block = -1;
   const float* open_k = nullptr;
   const float* open_v = nullptr;
+  TableMirrorSlot* mirror = nullptr;  // may be null
 };
 
 // q [T, H, D] -> [T, H, Dv] float32; p.q_offset is the position of query row 0.
@@ -51,20 +62,17 @@ using PagedAttentionFn = Tensor (*)(const Tensor& q, const PagedKV& kv, const At
 // contiguous on the pool's device: the cache dtype, or float32 for KV8/KV4
 // (quantized here), and for KV4 the open block's exact rows.
 using PagedWriteFn = void (*)(const LayerPool& lp, const int32_t* table, int64_t pos, const Tensor& k,
-                              const Tensor& v, const OpenBlock& open);
+                              const Tensor& v, const OpenBlock& open, TableMirrorSlot* mirror);
 // Rows [0, len) of plane K or V as [len, KVH, dim] on the pool's device: the
 // cache dtype, or float32 dequantized.
 // For KV4, rows of block `open_block` come from `open` (that plane's exact rows).
 using PagedGatherFn = Tensor (*)(const LayerPool& lp, bool is_v, const int32_t* table, int64_t len,
-                                 int64_t open_block, const float* open);
+                                 int64_t open_block, const float* open, TableMirrorSlot* mirror);
 
 struct PagedKernels {
   PagedAttentionFn attend = nullptr;
   PagedWriteFn write = nullptr;
   PagedGatherFn gather = nullptr;
-  // KV4 rotates rows and keeps the open block's exact rows in host memory
-  // beside the codes; a device whose kernels do not do that refuses KV4 pools.
-  bool kv4 = true;
 };
 void register_paged_kernels(Device d, const PagedKernels& k);
 // nullptr when device `d` has no paged kernels.
@@ -73,8 +81,8 @@ const PagedKernels* paged_kernels(Device d);
 // The CPU kernels (registered for Device::CPU by default).
 Tensor paged_attention_cpu(const Tensor& q, const PagedKV& kv, const AttnParams& p);
 void paged_write_cpu(const LayerPool& lp, const int32_t* table, int64_t pos, const Tensor& k, const Tensor& v,
-                     const OpenBlock& open);
+                     const OpenBlock& open, TableMirrorSlot* mirror = nullptr);
 Tensor paged_gather_cpu(const LayerPool& lp, bool is_v, const int32_t* table, int64_t len, int64_t open_block,
-                        const float* open);
+                        const float* open, TableMirrorSlot* mirror = nullptr);
 
 }  // namespace ingot::kv

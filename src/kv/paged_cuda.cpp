@@ -4,11 +4,16 @@
 // know nothing of slabs, pools or sequences.
 #include "kv/paged_cuda.h"
 
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/kernels.h"
 #include "kv/paged_attention.h"
+#include "kv/quant.h"
 #include "util/error.h"
 
 namespace ingot::kv {
@@ -34,6 +39,19 @@ cuda::PagedBlocks describe(const LayerPool& lp) {
   return b;
 }
 
+// KV4 rows live in the rotated basis (kv/quant.h): a rotated copy of
+// [rows..., dim] float32 x on the device, or x itself rotated in place.
+Tensor rotated(const Tensor& x) {
+  Tensor y = x.clone();
+  const int64_t dim = y.dim(-1), n = rotation_block(dim);
+  cuda::launch_hadamard_rows(y.data<float>(), y.numel() / dim, dim, n, 1.0f / std::sqrt(static_cast<float>(n)));
+  return y;
+}
+void rotate_in_place(Tensor& y) {
+  const int64_t dim = y.dim(-1), n = rotation_block(dim);
+  cuda::launch_hadamard_rows(y.data<float>(), y.numel() / dim, dim, n, 1.0f / std::sqrt(static_cast<float>(n)));
+}
+
 // Region addresses of table[first, first + n) on the device (kept alive by
 // the returned tensor; uploads of up to 64 KiB are queued without a wait).
 Tensor upload_blocks(const LayerPool& lp, const int32_t* table, int64_t first, int64_t n) {
@@ -43,6 +61,66 @@ Tensor upload_blocks(const LayerPool& lp, const int32_t* table, int64_t first, i
   Tensor host = Tensor::empty({static_cast<int64_t>(ptrs.size() * sizeof(void*))}, DType::U8);
   std::memcpy(host.raw(), ptrs.data(), ptrs.size() * sizeof(void*));
   return host.to(Device::CUDA);
+}
+
+// The device copy of one sequence's table as region addresses. A block's
+// addresses never change while the pool lives, so only entries whose ids
+// differ from what was uploaded go up again (a new block every block_size
+// tokens, a copied block after a fork). Every copy is queued on the one
+// compute stream, behind the kernels that read the old entries.
+struct CudaTableMirror final : TableMirror {
+  std::vector<int32_t> ids;  // table entries whose addresses are on the device
+  Tensor dev;                // [capacity * 4] addresses
+};
+
+bool table_cache_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("INGOT_CUDA_TABLE_CACHE");
+    return !(e && std::string(e) == "0");
+  }();
+  return on;
+}
+
+// Device addresses of table[first, first + n), and what keeps them alive.
+struct DeviceBlocks {
+  Tensor keep;
+  const uint8_t* const* ptr = nullptr;
+};
+
+DeviceBlocks device_blocks(const LayerPool& lp, const int32_t* table, int64_t first, int64_t n,
+                           TableMirrorSlot* slot) {
+  DeviceBlocks out;
+  if (!slot || !table_cache_enabled()) {
+    out.keep = upload_blocks(lp, table, first, n);
+    out.ptr = static_cast<const uint8_t* const*>(out.keep.raw());
+    return out;
+  }
+  if (!*slot) *slot = std::make_unique<CudaTableMirror>();
+  auto* m = dynamic_cast<CudaTableMirror*>(slot->get());
+  INGOT_CHECK(m != nullptr, "paged KV: a table mirror from another device's kernels");
+  const int64_t need = first + n;
+  const auto have = static_cast<int64_t>(m->ids.size());
+  int64_t same = 0;
+  while (same < std::min(have, need) && m->ids[static_cast<size_t>(same)] == table[same]) ++same;
+  constexpr int64_t kPtrBytes = 4 * sizeof(void*);
+  const int64_t cap = m->dev.defined() ? m->dev.numel() / kPtrBytes : 0;
+  if (need > cap) {
+    const int64_t grown = std::max<int64_t>({need, 2 * cap, 64});
+    Tensor bigger = Tensor::empty({grown * kPtrBytes}, DType::U8, Device::CUDA);
+    if (same > 0) device_copy(bigger.raw(), Device::CUDA, m->dev.raw(), Device::CUDA, static_cast<size_t>(same * kPtrBytes));
+    m->dev = bigger;
+  }
+  if (same < need) {
+    std::vector<const uint8_t*> ptrs(static_cast<size_t>(4 * (need - same)));
+    for (int64_t i = same; i < need; ++i)
+      for (int r = 0; r < 4; ++r) ptrs[static_cast<size_t>(4 * (i - same) + r)] = lp.region(r, table[i]);
+    device_copy(static_cast<uint8_t*>(m->dev.raw()) + same * kPtrBytes, Device::CUDA, ptrs.data(), Device::CPU,
+                ptrs.size() * sizeof(void*));
+    m->ids.assign(table, table + need);
+  }
+  out.keep = m->dev;
+  out.ptr = static_cast<const uint8_t* const*>(m->dev.raw()) + 4 * first;
+  return out;
 }
 
 Tensor attend_cuda(const Tensor& q_in, const PagedKV& kv, const AttnParams& p) {
@@ -59,43 +137,60 @@ Tensor attend_cuda(const Tensor& q_in, const PagedKV& kv, const AttnParams& p) {
          " cached tokens");
   Tensor out = Tensor::empty({t, h, lp.spec().v_head_dim}, DType::F32, Device::CUDA);
   if (t == 0) return out;
-  Tensor blocks = upload_blocks(lp, kv.table, 0, used);
+  DeviceBlocks blocks = device_blocks(lp, kv.table, 0, used, kv.mirror);
   cuda::PagedBlocks b = describe(lp);
-  b.blocks = static_cast<const uint8_t* const*>(blocks.raw());
+  b.blocks = blocks.ptr;
+  b.open_block = kv.open_block;
+  b.open_k = const_cast<float*>(kv.open_k);
+  b.open_v = const_cast<float*>(kv.open_v);
+  // Dot products are the same in the rotated basis; the output comes back out of it.
+  const bool rotate = quant_rotates(lp.options().quant);
+  if (rotate) q = rotated(q);
   cuda::launch_paged_attention(q.data<float>(), b, kv.length, out.data<float>(), t, h, p);
+  if (rotate) rotate_in_place(out);
   return out;
 }
 
 void write_cuda(const LayerPool& lp, const int32_t* table, int64_t pos, const Tensor& k, const Tensor& v,
-                const OpenBlock& open) {
+                const OpenBlock& open, TableMirrorSlot* mirror) {
   const int64_t t = k.dim(0), bs = lp.block_size();
-  INGOT_CHECK(open.block < 0, "KV4 open blocks are not kept on CUDA");
   if (t == 0) return;
   INGOT_CHECK(k.device() == Device::CUDA && v.device() == Device::CUDA && k.is_contiguous() && v.is_contiguous());
   const int64_t first = pos / bs, last = (pos + t - 1) / bs;
-  Tensor blocks = upload_blocks(lp, table, first, last - first + 1);
+  DeviceBlocks blocks = device_blocks(lp, table, first, last - first + 1, mirror);
   cuda::PagedBlocks b = describe(lp);
-  b.blocks = static_cast<const uint8_t* const*>(blocks.raw());
+  b.blocks = blocks.ptr;
+  b.open_block = open.block;
+  b.open_k = open.k;
+  b.open_v = open.v;
+  if (quant_rotates(lp.options().quant)) {
+    Tensor kr = rotated(k), vr = rotated(v);
+    cuda::launch_paged_write(b, pos, kr.raw(), vr.raw(), t);
+    return;
+  }
+  INGOT_CHECK(open.block < 0, "exact open-block rows for a ", kv_quant_name(lp.options().quant), " pool");
   cuda::launch_paged_write(b, pos, k.raw(), v.raw(), t);
 }
 
 Tensor gather_cuda(const LayerPool& lp, bool is_v, const int32_t* table, int64_t len, int64_t open_block,
-                   const float* open) {
-  INGOT_CHECK(open_block < 0 && open == nullptr, "KV4 open blocks are not kept on CUDA");
+                   const float* open, TableMirrorSlot* mirror) {
   const PlaneGeometry& g = lp.plane(is_v);
   const bool quant = lp.options().quant != KvQuant::None;
   Tensor out = Tensor::empty({len, lp.spec().kv_heads, g.dim}, quant ? DType::F32 : lp.elem_dtype(), Device::CUDA);
   if (len == 0) return out;
   const int64_t bs = lp.block_size();
-  Tensor blocks = upload_blocks(lp, table, 0, (len + bs - 1) / bs);
+  DeviceBlocks blocks = device_blocks(lp, table, 0, (len + bs - 1) / bs, mirror);
   cuda::PagedBlocks b = describe(lp);
-  b.blocks = static_cast<const uint8_t* const*>(blocks.raw());
+  b.blocks = blocks.ptr;
+  b.open_block = open ? open_block : -1;
+  (is_v ? b.open_v : b.open_k) = const_cast<float*>(open);
   cuda::launch_paged_gather(b, is_v, out.raw(), len);
+  if (quant_rotates(lp.options().quant)) rotate_in_place(out);
   return out;
 }
 
 }  // namespace
 
-void install_paged_cuda() { register_paged_kernels(Device::CUDA, PagedKernels{&attend_cuda, &write_cuda, &gather_cuda, /*kv4=*/false}); }
+void install_paged_cuda() { register_paged_kernels(Device::CUDA, PagedKernels{&attend_cuda, &write_cuda, &gather_cuda}); }
 
 }  // namespace ingot::kv

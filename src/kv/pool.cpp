@@ -18,7 +18,9 @@ constexpr size_t kRegionAlign = 4096;  // slab regions start page-aligned (snaps
 
 size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
-PlaneGeometry make_plane(int64_t dim, int64_t kvh, const PoolOptions& opt, DType elem) {
+}  // namespace
+
+PlaneGeometry plane_geometry(int64_t dim, int64_t kvh, const PoolOptions& opt, DType elem) {
   PlaneGeometry g;
   g.dim = dim;
   if (opt.quant == KvQuant::None) {
@@ -39,8 +41,6 @@ PlaneGeometry make_plane(int64_t dim, int64_t kvh, const PoolOptions& opt, DType
   return g;
 }
 
-}  // namespace
-
 const char* kv_quant_name(KvQuant q) {
   switch (q) {
     case KvQuant::None: return "none";
@@ -56,12 +56,10 @@ LayerPool::LayerPool(const LayerSpec& spec, DType elem, Device device, const Poo
   if (opt.growth <= 1.0) fail(ErrorKind::InvalidArgument, "KV pool growth factor must exceed 1");
   if (!paged_kernels(device))
     fail(ErrorKind::Unsupported, "paged KV stores have no kernels for device ", device_name(device));
-  if (opt.quant == KvQuant::Q4 && !paged_kernels(device)->kv4)
-    fail(ErrorKind::Unsupported, "kv4 has no kernels for device ", device_name(device), " yet (kv8 and paged do)");
   if (elem != DType::F32 && elem != DType::BF16 && elem != DType::F16)
     fail(ErrorKind::InvalidArgument, "paged KV store dtype must be float32, bfloat16 or float16");
-  kg_ = make_plane(spec.head_dim, spec.kv_heads, opt, elem);
-  vg_ = make_plane(spec.v_head_dim, spec.kv_heads, opt, elem);
+  kg_ = plane_geometry(spec.head_dim, spec.kv_heads, opt, elem);
+  vg_ = plane_geometry(spec.v_head_dim, spec.kv_heads, opt, elem);
   std::lock_guard<std::mutex> lk(mu_);
   grow_locked(std::max<int64_t>(1, opt.initial_blocks));
 }

@@ -49,6 +49,10 @@ struct PlaneGeometry {
   size_t block_param_bytes = 0;
 };
 
+// The geometry a pool gives one plane of `dim` values per row, `kvh` heads
+// per block row set (what memory estimates use too).
+PlaneGeometry plane_geometry(int64_t dim, int64_t kvh, const PoolOptions& opt, DType elem);
+
 // The four regions of a slab, in file and memory order.
 enum Region : int { kKCodes = 0, kKParams = 1, kVCodes = 2, kVParams = 3 };
 

@@ -102,29 +102,40 @@ __device__ inline void load8<__nv_bfloat16>(const __nv_bfloat16* p, float (&f)[8
 }
 
 // K/V as the kernels read them: key row j of KV head kh dotted with the
-// query, eight key values from element 8·c8 (the grouped kernel), value c
-// of row j. Contiguous [S, KVH, D] rows here; the paged stores' block
-// tables in paged.cu. Same arithmetic in the same order for every layout.
+// query, eight key values from element 8·c8 (the grouped kernel), and the
+// value row of key j (`VRow`: whatever locates it) from which val() reads
+// element c. Each thread finds the value row of its key of a tile once and
+// leaves it in shared memory, so the value loop reads no block table and
+// does no index arithmetic. Contiguous [S, KVH, D] rows here; the paged
+// stores' block tables in paged.cu. Same arithmetic in the same order for
+// every layout.
 template <typename T>
 struct DenseKV {
   const T* k;
   const T* v;
   int64_t kvh, d, dv;
+  using VRow = const T*;
   __device__ float dot(const float* qs, int64_t j, int64_t kh) const { return dot_row(qs, k + (j * kvh + kh) * d, d); }
   __device__ void key8(int64_t j, int64_t kh, int64_t c8, float (&f)[8]) const {
     load8(k + (j * kvh + kh) * d + c8 * 8, f);
   }
-  __device__ float val(int64_t j, int64_t kh, int64_t c) const { return ld(v, (j * kvh + kh) * dv + c); }
+  __device__ VRow vrow(int64_t j, int64_t kh) const { return v + (j * kvh + kh) * dv; }
+  __device__ float val(const VRow& r, int64_t c) const { return ld(r, c); }
 };
+
+// Bytes of shared memory after `floats` floats where a tile's value rows start (aligned for any VRow).
+__host__ __device__ constexpr size_t vrow_offset(size_t floats) { return (floats * sizeof(float) + 15) / 16 * 16; }
 
 template <class KV>
 __global__ void attention_kernel(const float* q, KV kv, float* out, int64_t h, int64_t d,
                                  int64_t s, int64_t kvh, int64_t dv, AttnParams p, float* part_ml,
                                  float* part_acc) {
-  extern __shared__ float smem[];
+  extern __shared__ __align__(16) float smem[];
   float* qs = smem;         // [d]
   float* ps = smem + d;     // [kTile]
   float* red = ps + kTile;  // [kTile / 32]
+  using VRow = typename KV::VRow;
+  VRow* vr = reinterpret_cast<VRow*>(reinterpret_cast<char*>(smem) + vrow_offset(d + kTile + kTile / 32));  // [kTile]
   const int64_t i = blockIdx.x / h, hh = blockIdx.x % h, kh = hh / (h / kvh);
   if (p.kv_len) {
     // Graph-replayed step: the key count lives on the device; the queries are the last rows.
@@ -148,6 +159,7 @@ __global__ void attention_kernel(const float* q, KV kv, float* out, int64_t h, i
     int64_t j = t0 + threadIdx.x;
     float score = -INFINITY;
     if (j <= hi) {
+      vr[threadIdx.x] = kv.vrow(j, kh);
       float dot = kv.dot(qs, j, kh);
       dot *= p.scale;
       if (p.softcap > 0) dot = tanhf(dot / p.softcap) * p.softcap;
@@ -167,12 +179,12 @@ __global__ void attention_kernel(const float* q, KV kv, float* out, int64_t h, i
       float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
       int64_t jj = 0;
       for (; jj + 4 <= n; jj += 4) {
-        a0 = fmaf(ps[jj], kv.val(t0 + jj, kh, c), a0);
-        a1 = fmaf(ps[jj + 1], kv.val(t0 + jj + 1, kh, c), a1);
-        a2 = fmaf(ps[jj + 2], kv.val(t0 + jj + 2, kh, c), a2);
-        a3 = fmaf(ps[jj + 3], kv.val(t0 + jj + 3, kh, c), a3);
+        a0 = fmaf(ps[jj], kv.val(vr[jj], c), a0);
+        a1 = fmaf(ps[jj + 1], kv.val(vr[jj + 1], c), a1);
+        a2 = fmaf(ps[jj + 2], kv.val(vr[jj + 2], c), a2);
+        a3 = fmaf(ps[jj + 3], kv.val(vr[jj + 3], c), a3);
       }
-      for (; jj < n; ++jj) a0 = fmaf(ps[jj], kv.val(t0 + jj, kh, c), a0);
+      for (; jj < n; ++jj) a0 = fmaf(ps[jj], kv.val(vr[jj], c), a0);
       acc[r] = acc[r] * corr + ((a0 + a1) + (a2 + a3));
     }
     m = nm;
@@ -205,10 +217,12 @@ template <class KV, int G>
 __global__ void attention_group_kernel(const float* q, KV kv, float* out, int64_t h, int64_t d,
                                        int64_t s, int64_t kvh, int64_t dv, AttnParams p, float* part_ml,
                                        float* part_acc) {
-  extern __shared__ float smem[];
+  extern __shared__ __align__(16) float smem[];
   float* qs = smem;              // [G * d]
   float* ps = smem + G * d;      // [G * kTile]
   float* red = ps + G * kTile;   // [kTile / 32]
+  using VRow = typename KV::VRow;
+  VRow* vr = reinterpret_cast<VRow*>(reinterpret_cast<char*>(smem) + vrow_offset(G * d + G * kTile + kTile / 32));
   const int64_t i = blockIdx.x / kvh, kh = blockIdx.x % kvh;
   if (p.kv_len) {
     s = min(s, static_cast<int64_t>(*p.kv_len));
@@ -238,6 +252,7 @@ __global__ void attention_group_kernel(const float* q, KV kv, float* out, int64_
 #pragma unroll
     for (int g = 0; g < G; ++g) sc[g] = 0;
     if (j <= hi) {
+      vr[threadIdx.x] = kv.vrow(j, kh);
       for (int64_t c8 = 0; c8 < d / 8; ++c8) {
         float f[8];
         kv.key8(j, kh, c8, f);
@@ -273,7 +288,7 @@ __global__ void attention_group_kernel(const float* q, KV kv, float* out, int64_
 #pragma unroll
       for (int g = 0; g < G; ++g) a[g] = 0;
       for (int64_t jj = 0; jj < n; ++jj) {
-        const float vv = kv.val(t0 + jj, kh, c);
+        const float vv = kv.val(vr[jj], c);
 #pragma unroll
         for (int g = 0; g < G; ++g) a[g] = fmaf(ps[g * kTile + jj], vv, a[g]);
       }
@@ -361,7 +376,8 @@ void run(const float* q, const KV& kv, bool aligned, float* out, int64_t t, int6
   }
   if (G > 1) {
     dim3 grid(static_cast<unsigned>(t * kvh), static_cast<unsigned>(splits));
-    const size_t gsmem = static_cast<size_t>(G * d + G * kTile + kTile / 32) * sizeof(float);
+    const size_t gsmem =
+        vrow_offset(static_cast<size_t>(G * d + G * kTile + kTile / 32)) + kTile * sizeof(typename KV::VRow);
     auto go = [&](auto gc) {
       constexpr int GG = decltype(gc)::value;
       attention_group_kernel<KV, GG><<<grid, kTile, gsmem, stream()>>>(q, kv, out, h, d, s, kvh, dv, p, ml_p, acc_p);
@@ -371,7 +387,7 @@ void run(const float* q, const KV& kv, bool aligned, float* out, int64_t t, int6
     else go(std::integral_constant<int, 8>{});
   } else {
     dim3 grid(static_cast<unsigned>(t * h), static_cast<unsigned>(splits));
-    const size_t smem = static_cast<size_t>(d + kTile + kTile / 32) * sizeof(float);
+    const size_t smem = vrow_offset(static_cast<size_t>(d + kTile + kTile / 32)) + kTile * sizeof(typename KV::VRow);
     attention_kernel<KV><<<grid, kTile, smem, stream()>>>(q, kv, out, h, d, s, kvh, dv, p, ml_p, acc_p);
   }
   CUDA_LAUNCH_OK();

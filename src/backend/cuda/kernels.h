@@ -37,6 +37,13 @@ struct PagedBlocks {
   DType elem = DType::F32;  // unquantized rows: F32 or BF16
   int64_t k_dim = 0, v_dim = 0, k_group = 0, v_group = 0;
   int64_t k_row_bytes = 0, v_row_bytes = 0, k_row_params = 0, v_row_params = 0;
+  // KV4: table block `open_block` (counted from table block 0, also in a
+  // write whose `blocks` start later) is kept exact beside its codes: float32
+  // rows [kv_heads, block_size, dim] in the rotated basis, device memory. The
+  // write stores them, attention and the gather read them instead of codes.
+  int64_t open_block = -1;
+  float* open_k = nullptr;
+  float* open_v = nullptr;
 };
 // Attention of q [t, h, k_dim] over the first `length` tokens of the table
 // -> out [t, h, v_dim]; the same kernels and launch plan as launch_attention.
@@ -48,6 +55,10 @@ void launch_paged_attention(const float* q, const PagedBlocks& kv, int64_t lengt
 void launch_paged_write(const PagedBlocks& kv, int64_t pos, const void* k, const void* v, int64_t t);
 // Rows [0, len) of one plane -> out [len, kv_heads, dim]: rows of `elem`, or float32 dequantized.
 void launch_paged_gather(const PagedBlocks& kv, bool is_v, void* out, int64_t len);
+// In place, each of `rows` rows of `dim` floats: x <- H x per block of `n`
+// values (n a power of two dividing dim), H the Sylvester Hadamard matrix
+// scaled by `norm` -- bit for bit kv/quant.cpp's hadamard_row.
+void launch_hadamard_rows(float* x, int64_t rows, int64_t dim, int64_t n, float norm);
 
 void launch_argmax(const float* x, int32_t* out, int64_t n, int64_t v);
 void launch_gather_rows(const void* x, void* y, const int64_t* rows, int64_t nrows, int64_t row_bytes);

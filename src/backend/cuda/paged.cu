@@ -41,15 +41,17 @@ template <typename T>
 struct PagedRowsKV {
   const uint8_t* const* blocks;
   BlockIndex ix;
-  int64_t d, krow, vrow;
+  int64_t d, krow, vrow_bytes;
   __device__ const T* key(int64_t j, int64_t kh) const {
     return reinterpret_cast<const T*>(row_of(blocks, ix, 0, j, kh, krow));
   }
   __device__ float dot(const float* qs, int64_t j, int64_t kh) const { return attn::dot_row(qs, key(j, kh), d); }
   __device__ void key8(int64_t j, int64_t kh, int64_t c8, float (&f)[8]) const { attn::load8(key(j, kh) + c8 * 8, f); }
-  __device__ float val(int64_t j, int64_t kh, int64_t c) const {
-    return attn::ld(reinterpret_cast<const T*>(row_of(blocks, ix, 2, j, kh, vrow)), c);
+  using VRow = const T*;
+  __device__ VRow vrow(int64_t j, int64_t kh) const {
+    return reinterpret_cast<const T*>(row_of(blocks, ix, 2, j, kh, vrow_bytes));
   }
+  __device__ float val(const VRow& r, int64_t c) const { return attn::ld(r, c); }
 };
 
 template <int Bits>
@@ -58,15 +60,25 @@ __device__ inline float code_at(const uint8_t* c, int64_t x) {
   return static_cast<float>((c[x >> 1] >> ((x & 1) * 4)) & 15);
 }
 
-// KV8 / KV4 rows: codes and their group's (scale, bias), dequantized as they load.
+// KV8 / KV4 rows: codes and their group's (scale, bias), dequantized as they
+// load; KV4's open block is read from its exact float32 rows instead.
 template <int Bits>
 struct PagedQuantKV {
   const uint8_t* const* blocks;
   BlockIndex ix;
-  int64_t d, kgroup, vgroup, krow, vrow, kpar, vpar;
+  int64_t d, dv, kgroup, vgroup, krow, vrow_bytes, kpar, vpar;
   int kshift, vshift;  // group shifts (< 0: divide)
+  int64_t open_block;
+  const float* open_k;
+  const float* open_v;
   __device__ static int64_t group_of(int64_t x, int64_t g, int s) { return s >= 0 ? x >> s : x / g; }
+  // The exact row of token j when it sits in the open block, else nullptr.
+  __device__ const float* exact(const float* open, int64_t j, int64_t kh, int64_t dim) const {
+    if (Bits != 4 || ix.block(j) != open_block) return nullptr;
+    return open + (kh * ix.bs + ix.slot(j)) * dim;
+  }
   __device__ float dot(const float* qs, int64_t j, int64_t kh) const {
+    if (const float* e = exact(open_k, j, kh, d)) return attn::dot_row(qs, e, d);
     const uint8_t* c = row_of(blocks, ix, 0, j, kh, krow);
     const float* pr = reinterpret_cast<const float*>(row_of(blocks, ix, 1, j, kh, kpar * 4));
     float dot = 0;
@@ -77,6 +89,11 @@ struct PagedQuantKV {
     return dot;
   }
   __device__ void key8(int64_t j, int64_t kh, int64_t c8, float (&f)[8]) const {
+    if (const float* e = exact(open_k, j, kh, d)) {
+#pragma unroll
+      for (int x = 0; x < 8; ++x) f[x] = e[c8 * 8 + x];
+      return;
+    }
     const uint8_t* c = row_of(blocks, ix, 0, j, kh, krow);
     const float* pr = reinterpret_cast<const float*>(row_of(blocks, ix, 1, j, kh, kpar * 4));
 #pragma unroll
@@ -85,11 +102,20 @@ struct PagedQuantKV {
       f[e] = fmaf(code_at<Bits>(c, x), pr[2 * gi], pr[2 * gi + 1]);
     }
   }
-  __device__ float val(int64_t j, int64_t kh, int64_t x) const {
-    const uint8_t* c = row_of(blocks, ix, 2, j, kh, vrow);
-    const float* pr = reinterpret_cast<const float*>(row_of(blocks, ix, 3, j, kh, vpar * 4));
+  // A value row: its codes and group parameters, or (open KV4 block) its exact floats.
+  struct VRow {
+    const uint8_t* codes;
+    const float* params;
+    const float* exact;
+  };
+  __device__ VRow vrow(int64_t j, int64_t kh) const {
+    return VRow{row_of(blocks, ix, 2, j, kh, vrow_bytes),
+                reinterpret_cast<const float*>(row_of(blocks, ix, 3, j, kh, vpar * 4)), exact(open_v, j, kh, dv)};
+  }
+  __device__ float val(const VRow& r, int64_t x) const {
+    if (Bits == 4 && r.exact) return r.exact[x];
     const int64_t gi = group_of(x, vgroup, vshift);
-    return fmaf(code_at<Bits>(c, x), pr[2 * gi], pr[2 * gi + 1]);
+    return fmaf(code_at<Bits>(r.codes, x), r.params[2 * gi], r.params[2 * gi + 1]);
   }
 };
 
@@ -183,6 +209,10 @@ __global__ void quantize_rows_kernel(PagedBlocks kv, BlockIndex ix, int64_t pos,
   params[2 * gi] = scale;
   params[2 * gi + 1] = bias;
   const int64_t g0 = gi * group;
+  if (ix.block(p) == kv.open_block) {
+    float* exact = (is_v ? kv.open_v : kv.open_k) + r * dim + g0;
+    for (int64_t c = 0; c < group; ++c) exact[c] = x[c];
+  }
   if (kv.quant_bits == 8) {
     for (int64_t c = 0; c < group; ++c) codes[g0 + c] = code_of(x[c], bias, inv, levels);
   } else {
@@ -219,9 +249,14 @@ __global__ void gather_rows_kernel(PagedBlocks kv, BlockIndex ix, bool is_v, uin
     for (int64_t w = threadIdx.x; w < rb; w += blockDim.x) o[w] = c[w];
     return;
   }
+  float* o = reinterpret_cast<float*>(out) + row * dim;
+  if (ix.block(p) == kv.open_block) {
+    const float* exact = (is_v ? kv.open_v : kv.open_k) + (h * ix.bs + ix.slot(p)) * dim;
+    for (int64_t x = threadIdx.x; x < dim; x += blockDim.x) o[x] = exact[x];
+    return;
+  }
   const int64_t group = is_v ? kv.v_group : kv.k_group, np = is_v ? kv.v_row_params : kv.k_row_params;
   const float* pr = reinterpret_cast<const float*>(row_of(kv.blocks, ix, is_v ? 3 : 1, p, h, np * 4));
-  float* o = reinterpret_cast<float*>(out) + row * dim;
   for (int64_t x = threadIdx.x; x < dim; x += blockDim.x) {
     const int64_t gi = x / group;
     const float code = kv.quant_bits == 8 ? code_at<8>(c, x) : code_at<4>(c, x);
@@ -229,7 +264,36 @@ __global__ void gather_rows_kernel(PagedBlocks kv, BlockIndex ix, bool is_v, uin
   }
 }
 
+// One block per row: the butterflies of each stage touch disjoint pairs, so
+// every value sees the additions of the CPU loop in the same order.
+__global__ void hadamard_rows_kernel(float* x, int64_t dim, int64_t n, float norm) {
+  extern __shared__ float y[];
+  float* row = x + static_cast<int64_t>(blockIdx.x) * dim;
+  for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) y[c] = row[c];
+  __syncthreads();
+  const int64_t half = n / 2, pairs = dim / 2;
+  for (int64_t hs = 1; hs < n; hs *= 2) {
+    for (int64_t pi = threadIdx.x; pi < pairs; pi += blockDim.x) {
+      const int64_t b0 = (pi / half) * n, q = pi % half;
+      const int64_t i = b0 + (q / hs) * 2 * hs + q % hs, j = i + hs;
+      const float a = y[i], b = y[j];
+      y[i] = __fadd_rn(a, b);
+      y[j] = __fsub_rn(a, b);
+    }
+    __syncthreads();
+  }
+  for (int64_t c = threadIdx.x; c < dim; c += blockDim.x) row[c] = __fmul_rn(y[c], norm);
+}
+
 }  // namespace
+
+void launch_hadamard_rows(float* x, int64_t rows, int64_t dim, int64_t n, float norm) {
+  if (rows == 0 || n < 2) return;
+  INGOT_CHECK(dim % n == 0 && (n & (n - 1)) == 0, "Hadamard block ", n, " of a row of ", dim);
+  hadamard_rows_kernel<<<static_cast<unsigned>(rows), 64, static_cast<size_t>(dim) * sizeof(float), stream()>>>(
+      x, dim, n, norm);
+  CUDA_LAUNCH_OK();
+}
 
 void launch_paged_attention(const float* q, const PagedBlocks& kv, int64_t length, float* out, int64_t t, int64_t h,
                             const AttnParams& p) {
@@ -251,8 +315,9 @@ void launch_paged_attention(const float* q, const PagedBlocks& kv, int64_t lengt
   auto quant = [&](auto bits) {
     constexpr int B = decltype(bits)::value;
     attn::run(q,
-              PagedQuantKV<B>{kv.blocks, ix, d, kv.k_group, kv.v_group, kv.k_row_bytes, kv.v_row_bytes, kv.k_row_params,
-                              kv.v_row_params, shift_of(kv.k_group), shift_of(kv.v_group)},
+              PagedQuantKV<B>{kv.blocks, ix, d, dv, kv.k_group, kv.v_group, kv.k_row_bytes, kv.v_row_bytes,
+                              kv.k_row_params, kv.v_row_params, shift_of(kv.k_group), shift_of(kv.v_group),
+                              kv.open_block, kv.open_k, kv.open_v},
               true, out, t, h, d, length, kvh, dv, p);
   };
   if (kv.quant_bits == 8) quant(std::integral_constant<int, 8>{});

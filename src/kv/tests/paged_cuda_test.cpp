@@ -100,12 +100,13 @@ TEST_F(PagedCuda, PagedAndDirectEqualContiguousBitForBit) {
   }
 }
 
-// KV8 written on the GPU holds the CPU store's codes and parameters bit
-// for bit (the gather dequantizes both alike); the direct kernel agrees with
-// the CPU direct kernel to float32 rounding, so both are as far from the
+// KV8 and KV4 written on the GPU hold the CPU store's codes and parameters
+// bit for bit (KV4 rows rotated alike, and its open block's exact rows the
+// same: the gather reads both back alike); the direct kernel agrees with the
+// CPU direct kernel to float32 rounding, so both are as far from the
 // unquantized attention.
 TEST_F(PagedCuda, QuantizedRowsEqualCpuStore) {
-  for (KvQuant qk : {KvQuant::Q8}) {  // KV4 pools are refused on CUDA (BadInputIsAClearError)
+  for (KvQuant qk : {KvQuant::Q8, KvQuant::Q4}) {
     for (int64_t d : {int64_t{64}, int64_t{16}, int64_t{128}}) {  // head dim 16: groups of 4
       std::mt19937 rng(9);
       const LayerSpec s = spec(2, d, d);
@@ -204,8 +205,84 @@ TEST_F(PagedCuda, BadInputIsAClearError) {
   auto f16 = Pool::create({s}, DType::F16, Device::CUDA, o)->new_sequence();
   f16->layer(0).append(gpu(random_tensor(rng, {2, 2, 32})), gpu(random_tensor(rng, {2, 2, 32})));
   EXPECT_THROW(f16->layer(0).attend(gpu(random_tensor(rng, {1, 4, 32})), p), Error);
-  // KV4 rotates rows and keeps the open block's exact rows on the host: no CUDA kernels for that yet.
+  // KV4: rows of the wrong device or dims are refused before anything is written.
   PoolOptions q4 = o;
   q4.quant = KvQuant::Q4;
-  EXPECT_THROW(Pool::create({s}, DType::F32, Device::CUDA, q4), Error);
+  auto k4 = Pool::create({s}, DType::F32, Device::CUDA, q4)->new_sequence();
+  EXPECT_THROW(k4->layer(0).append(random_tensor(rng, {3, 2, 32}), random_tensor(rng, {3, 2, 32})), Error);
+  EXPECT_THROW(k4->layer(0).append(gpu(random_tensor(rng, {3, 2, 16})), gpu(random_tensor(rng, {3, 2, 16}))), Error);
+  EXPECT_EQ(k4->layer(0).length(), 0);
+}
+
+// KV4 through forks, copy-on-write and trims (the open block moves, closes,
+// and is trimmed back into): the GPU store keeps the CPU store's bytes and
+// exact rows at every step, and attends like it.
+TEST_F(PagedCuda, Kv4ForksAndTrimsMatchCpuStore) {
+  std::mt19937 rng(21);
+  const LayerSpec s = spec(2, 64, 64);
+  PoolOptions o;
+  o.quant = KvQuant::Q4;
+  o.path = AttendPath::Direct;
+  o.initial_blocks = 2;
+  auto gpool = Pool::create({s}, DType::F32, Device::CUDA, o);
+  auto cpool = Pool::create({s}, DType::F32, Device::CPU, o);
+  AttnParams p;
+  p.scale = 0.125f;
+  auto step = [&](SequenceCache& g, SequenceCache& c, int64_t t, const std::string& what) {
+    Tensor k = random_tensor(rng, {t, 2, 64}), v = random_tensor(rng, {t, 2, 64});
+    Tensor q = random_tensor(rng, {t, 4, 64});
+    g.layer(0).append(gpu(k), gpu(v));
+    c.layer(0).append(k, v);
+    int64_t f = 0;
+    auto [gk, gv] = g.layer(0).fetch(&f);
+    auto [ck, cv] = c.layer(0).fetch(&f);
+    ASSERT_TRUE(same_bytes(cpu(gk), ck)) << what << " K at " << g.layer(0).length();
+    ASSERT_TRUE(same_bytes(cpu(gv), cv)) << what << " V at " << g.layer(0).length();
+    EXPECT_LE(rel(cpu(g.layer(0).attend(gpu(q), p)), c.layer(0).attend(q, p)), 1e-4) << what;
+  };
+  {
+    auto ga = gpool->new_sequence(), ca = cpool->new_sequence();
+    for (int64_t t : {5, 1, 12, 1}) step(*ga, *ca, t, "a");
+    auto gb = ga->clone(), cb = ca->clone();
+    for (int64_t t : {1, 3, 20}) step(*ga, *ca, t, "a after fork");
+    for (int64_t t : {2, 1}) step(*gb, *cb, t, "b");
+    ga->layer(0).trim(9);  // back into a closed block: codes only from there
+    ca->layer(0).trim(9);
+    for (int64_t t : {1, 4}) step(*ga, *ca, t, "a after trim");
+    publish(*gb);
+    publish(*cb);
+    auto gc = gb->clone(), cc = cb->clone();
+    for (int64_t t : {1, 1, 16}) step(*gc, *cc, t, "fork of a published prefix");
+  }
+  EXPECT_EQ(gpool->total_refs(), 0);
+  EXPECT_EQ(gpool->used_blocks(), 0);
+}
+
+// A few hundred rows of every store kind, small enough for compute-sanitizer's
+// racecheck and memcheck to finish: bf16 gather and direct, KV8 and KV4 direct,
+// a block size that is not a power of two, decode and grouped prefill rows.
+TEST_F(PagedCuda, SanitizerSized) {
+  for (KvQuant qk : {KvQuant::None, KvQuant::Q8, KvQuant::Q4}) {
+    for (AttendPath path : {AttendPath::Gather, AttendPath::Direct}) {
+      for (int64_t heads : {int64_t{2}, int64_t{16}}) {
+        std::mt19937 rng(7);
+        const LayerSpec s = spec(2, 64, 64);
+        PoolOptions o;
+        o.block_size = 12;
+        o.initial_blocks = 2;
+        o.path = path;
+        o.quant = qk;
+        const DType dt = qk == KvQuant::None ? DType::BF16 : DType::F32;
+        auto seq = Pool::create({s}, dt, Device::CUDA, o)->new_sequence();
+        ContiguousLayerCache ctg(s, dt, Device::CUDA);
+        AttnParams p;
+        p.scale = 0.125f;
+        const std::string what = std::string(kv_quant_name(qk)) + (path == AttendPath::Direct ? " direct" : " gather") +
+                                 " h" + std::to_string(heads);
+        // Quantized rows are compared with unquantized attention at their codes' error.
+        drive(seq->layer(0), ctg, rng, heads, s, {20, 1, 17, 1}, p, qk == KvQuant::None ? 0.0 : qk == KvQuant::Q8 ? 2e-2 : 0.25,
+              what);
+      }
+    }
+  }
 }

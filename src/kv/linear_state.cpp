@@ -37,8 +37,14 @@ std::unique_ptr<LayerCache> LinearStateCache::clone() const {
 void LinearStateCache::restore(const Tensor& conv, const Tensor& ssm, int64_t tokens) {
   INGOT_CHECK(conv.shape() == conv_.shape() && ssm.shape() == ssm_.shape(), "linear state restore: shape ",
               conv.describe(), " / ", ssm.describe(), " does not match ", conv_.describe(), " / ", ssm_.describe());
-  conv_ = conv.to(DType::F32).to(device_).clone();
-  ssm_ = ssm.to(DType::F32).to(device_).clone();
+  // The state stays float32 on the model's device (the ops update it in place
+  // there); a dtype change happens on the host, the only place Tensor::to(DType) runs.
+  auto own_f32 = [&](const Tensor& t) {
+    const Tensor f = t.dtype() == DType::F32 ? t : t.to(Device::CPU).to(DType::F32);
+    return f.to(device_).contiguous().clone();
+  };
+  conv_ = own_f32(conv);
+  ssm_ = own_f32(ssm);
   tokens_ = tokens;
 }
 

@@ -281,6 +281,76 @@ class CudaBackend final : public Backend {
     return out;
   }
 
+  // ---- Ops of the hybrid and MoE families (kernels.cu, recurrent.cu). Recurrent
+  // states must already live on the device as float32: they are updated in place.
+  Tensor l2_norm(const Tensor& x_in, float eps) override {
+    Tensor x = dev_f32(x_in);
+    if (x.ndim() < 1) fail(ErrorKind::InvalidArgument, "l2_norm of a scalar ", x.describe());
+    Tensor y = Tensor::empty(x.shape(), DType::F32, Device::CUDA);
+    launch_l2_norm(x.data<float>(), y.data<float>(), rows_of(x), x.dim(-1), eps);
+    return y;
+  }
+
+  Tensor causal_conv1d(const Tensor& x_in, const Tensor& w_in, Tensor& state) override {
+    Tensor x = dev_f32(x_in), w = dev_f32(w_in);
+    if (x.ndim() != 2 || w.ndim() != 2 || w.dim(0) != x.dim(1) || w.dim(1) < 1)
+      fail(ErrorKind::InvalidArgument, "causal_conv1d: x ", x.describe(), " w ", w.describe(),
+           " (want x [T, C], w [C, K])");
+    const int64_t T = x.dim(0), C = x.dim(1), K = w.dim(1);
+    check_state(state, {K - 1, C}, "causal_conv1d");
+    Tensor y = Tensor::empty({T, C}, DType::F32, Device::CUDA);
+    launch_causal_conv1d(x.data<float>(), w.data<float>(), state.data<float>(), y.data<float>(), T, C, K);
+    return y;
+  }
+
+  Tensor gated_delta_rule(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& g_in,
+                          const Tensor& beta_in, Tensor& state, DeltaRuleForm form) override {
+    Tensor q = dev_f32(q_in), k = dev_f32(k_in), v = dev_f32(v_in), g = dev_f32(g_in), beta = dev_f32(beta_in);
+    if (q.ndim() != 3 || v.ndim() != 3 || k.shape() != q.shape() || v.dim(0) != q.dim(0) || q.dim(1) == 0 ||
+        v.dim(1) % q.dim(1) != 0 || g.numel() != v.dim(0) * v.dim(1) || beta.numel() != g.numel())
+      fail(ErrorKind::InvalidArgument, "gated_delta_rule: q ", q.describe(), " k ", k.describe(), " v ",
+           v.describe(), " g ", g.describe(), " beta ", beta.describe(),
+           " (want q, k [T, Hk, Dk], v [T, Hv, Dv], g and beta [T, Hv], Hv % Hk == 0)");
+    const int64_t T = q.dim(0), hk = q.dim(1), dk = q.dim(2), hv = v.dim(1), dv = v.dim(2);
+    check_state(state, {hv, dk, dv}, "gated_delta_rule");
+    const bool chunked = form == DeltaRuleForm::Chunked || (form == DeltaRuleForm::Auto && T > 1);
+    Tensor out = Tensor::empty({T, hv, dv}, DType::F32, Device::CUDA);
+    launch_gated_delta_rule(q.data<float>(), k.data<float>(), v.data<float>(), g.data<float>(), beta.data<float>(),
+                            state.data<float>(), out.data<float>(), T, hk, hv, dk, dv, chunked);
+    return out;
+  }
+
+  void scatter_add_rows(Tensor& dst, const Tensor& src_in, const std::vector<int64_t>& rows,
+                        const std::vector<float>& weights) override {
+    if (dst.device() != Device::CUDA || dst.dtype() != DType::F32 || !dst.is_contiguous() || dst.ndim() != 2)
+      fail(ErrorKind::InvalidArgument, "scatter_add_rows: dst ", dst.describe(), " (want float32 [N, D] on cuda)");
+    Tensor src = dev_f32(src_in);
+    const int64_t n = dst.dim(0), d = dst.dim(1), len = static_cast<int64_t>(rows.size());
+    if (src.numel() != len * d || weights.size() != rows.size())
+      fail(ErrorKind::InvalidArgument, "scatter_add_rows: src ", src.describe(), " for ", len, " rows of ", d,
+           " with ", weights.size(), " weights");
+    std::vector<int64_t> sorted = rows;
+    std::sort(sorted.begin(), sorted.end());
+    if (len && (sorted.front() < 0 || sorted.back() >= n))
+      fail(ErrorKind::InvalidArgument, "scatter_add_rows: row out of range [0, ", n, ")");
+    const bool unique = std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end();
+    if (len == 0) return;
+    Tensor drows = Tensor::empty({len}, DType::I64, Device::CUDA);
+    Tensor dw = Tensor::empty({len}, DType::F32, Device::CUDA);
+    device_copy(drows.raw(), Device::CUDA, rows.data(), Device::CPU, rows.size() * sizeof(int64_t));
+    device_copy(dw.raw(), Device::CUDA, weights.data(), Device::CPU, weights.size() * sizeof(float));
+    launch_scatter_add_rows(dst.data<float>(), src.data<float>(), drows.data<int64_t>(), dw.data<float>(), len, d,
+                            unique);
+  }
+
+  // A recurrent state updated in place: float32, contiguous, on the device, of `shape`.
+  static void check_state(const Tensor& state, const Shape& shape, const char* op) {
+    if (!state.defined() || state.device() != Device::CUDA || state.dtype() != DType::F32 || !state.is_contiguous() ||
+        state.shape() != shape)
+      fail(ErrorKind::InvalidArgument, op, ": state ", state.defined() ? state.describe() : std::string("undefined"),
+           " (want contiguous float32 ", shape.str(), " on cuda)");
+  }
+
   Tensor argmax(const Tensor& logits) override {
     Tensor l = dev_f32(logits);
     const int64_t n = rows_of(l);

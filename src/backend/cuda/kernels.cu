@@ -89,6 +89,14 @@ __global__ void rms_norm_kernel(const float* x, const float* w, float* y, int64_
     y[blockIdx.x * d + j] = (r[j] * inv) * (unit ? 1.0f + w[j] : w[j]);
 }
 
+__global__ void l2_norm_kernel(const float* x, float* y, int64_t d, float eps) {
+  const float* r = x + blockIdx.x * d;
+  float ss = 0;
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) ss += r[j] * r[j];
+  const float inv = 1.0f / sqrtf(block_sum(ss) + eps);  // as the CPU: a divide, not rsqrtf
+  for (int64_t j = threadIdx.x; j < d; j += blockDim.x) y[blockIdx.x * d + j] = r[j] * inv;
+}
+
 __global__ void layer_norm_kernel(const float* x, const float* w, const float* b, float* y, int64_t d, float eps) {
   const float* r = x + blockIdx.x * d;
   float s = 0;
@@ -322,6 +330,19 @@ __global__ void gather_rows_kernel(const uint8_t* x, uint8_t* y, const int64_t* 
     y[r * row_bytes + i] = s[i];
 }
 
+// Each thread takes one column over rows [i0, i0 + per): repeated rows add in
+// the given order; per == 1 when every row is distinct.
+__global__ void scatter_add_rows_kernel(float* dst, const float* src, const int64_t* rows, const float* w, int64_t n,
+                                        int64_t d, int64_t per) {
+  const int64_t j = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (j >= d) return;
+  const int64_t i0 = blockIdx.y * per, i1 = min(n, i0 + per);
+  for (int64_t i = i0; i < i1; ++i) {
+    float* p = dst + rows[i] * d + j;
+    *p = __fadd_rn(*p, __fmul_rn(w[i], src[i * d + j]));  // the CPU's rounding: no fused multiply-add
+  }
+}
+
 struct StridedArgs {
   int64_t shape[kMaxDims];
   int64_t sstride[kMaxDims];
@@ -367,6 +388,22 @@ void launch_rms_norm(const float* x, const float* w, float* y, int64_t n, int64_
   CUDA_LAUNCH_OK();
 }
 
+void launch_l2_norm(const float* x, float* y, int64_t n, int64_t d, float eps) {
+  if (n == 0 || d == 0) return;
+  l2_norm_kernel<<<static_cast<unsigned>(n), norm_threads(d), 0, stream()>>>(x, y, d, eps);
+  CUDA_LAUNCH_OK();
+}
+
+void launch_scatter_add_rows(float* dst, const float* src, const int64_t* rows, const float* w, int64_t n, int64_t d,
+                             bool unique_rows) {
+  if (n == 0 || d == 0) return;
+  constexpr int64_t kMaxGridY = 65535;
+  const int64_t per = unique_rows ? (n + kMaxGridY - 1) / kMaxGridY : n;
+  dim3 grid(blocks_for(d), static_cast<unsigned>((n + per - 1) / per));
+  scatter_add_rows_kernel<<<grid, kThreads, 0, stream()>>>(dst, src, rows, w, n, d, per);
+  CUDA_LAUNCH_OK();
+}
+
 void launch_layer_norm(const float* x, const float* w, const float* b, float* y, int64_t n, int64_t d, float eps) {
   if (n == 0) return;
   layer_norm_kernel<<<static_cast<unsigned>(n), norm_threads(d), 0, stream()>>>(x, w, b, y, d, eps);
@@ -383,6 +420,8 @@ void launch_rope_pair(float* x, int64_t h, float* x2, int64_t h2, const int32_t*
   RopeArgs a{};
   a.half = spec.rotary_dim / 2;
   INGOT_CHECK(a.half <= 256, "rope: rotary dim too large for the CUDA kernel");
+  INGOT_CHECK(spec.rotary_dim <= d && static_cast<int64_t>(spec.inv_freq.size()) == a.half, "rope: rotary dim ",
+              spec.rotary_dim, " with ", spec.inv_freq.size(), " frequencies for head dim ", d);
   for (int i = 0; i < a.half; ++i) a.inv_freq[i] = spec.inv_freq[static_cast<size_t>(i)];
   a.scaling = spec.attention_scaling;
   a.interleaved = spec.interleaved;

@@ -60,6 +60,21 @@ void launch_paged_gather(const PagedBlocks& kv, bool is_v, void* out, int64_t le
 // scaled by `norm` -- bit for bit kv/quant.cpp's hadamard_row.
 void launch_hadamard_rows(float* x, int64_t rows, int64_t dim, int64_t n, float norm);
 
+// Ops of the hybrid and MoE families. y = x / sqrt(sum(x^2) + eps) per row of d.
+void launch_l2_norm(const float* x, float* y, int64_t n, int64_t d, float eps);
+// dst[rows[i]] += w[i] * src[i] for i in order (rows and w are device arrays of n);
+// `unique_rows` lets different i run in parallel.
+void launch_scatter_add_rows(float* dst, const float* src, const int64_t* rows, const float* w, int64_t n, int64_t d,
+                             bool unique_rows);
+// recurrent.cu. Depthwise causal conv: x [T, C], w [C, K], state [K-1, C]
+// (replaced by the last K-1 inputs) -> y [T, C].
+void launch_causal_conv1d(const float* x, const float* w, float* state, float* y, int64_t T, int64_t C, int64_t K);
+// Gated delta rule (ops/backend.h): q, k [T, hk, dk], v [T, hv, dv], g, beta [T, hv],
+// state [hv, dk, dv] updated in place -> out [T, hv, dv]; chunked or token by token.
+void launch_gated_delta_rule(const float* q, const float* k, const float* v, const float* g, const float* beta,
+                             float* state, float* out, int64_t T, int64_t hk, int64_t hv, int64_t dk, int64_t dv,
+                             bool chunked);
+
 void launch_argmax(const float* x, int32_t* out, int64_t n, int64_t v);
 void launch_gather_rows(const void* x, void* y, const int64_t* rows, int64_t nrows, int64_t row_bytes);
 

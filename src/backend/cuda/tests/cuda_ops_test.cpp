@@ -8,6 +8,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "ops/ops.h"
+#include "util/error.h"
 
 using namespace ingot;
 
@@ -289,4 +290,206 @@ TEST_F(CudaOps, GroupedQueryHeadsPrefillAttention) {
                 ops::attention(gpu(q), gpu(kb), gpu(vb), p).to_f32_vector());
     }
   }
+}
+
+// ---- Ops of the hybrid and MoE families (Qwen3-Next / 3.5, Qwen3-MoE) and the
+// Gemma-specific paths. The CUDA kernels round every product and sum like the
+// CPU loops (no fused multiply-add), so results agree to float32 rounding;
+// only expf and the order of block reductions differ.
+
+namespace {
+
+Tensor uniform(const Shape& s, uint32_t seed, float lo, float hi) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> ud(lo, hi);
+  std::vector<float> v(static_cast<size_t>(s.numel()));
+  for (float& x : v) x = ud(g);
+  return Tensor::from_f32(v, s);
+}
+
+// Delta-rule inputs shaped like a DeltaNet layer's: unit q/k rows (l2-normed),
+// log decays in (-1, 0), betas in (0, 1).
+struct DeltaInputs {
+  Tensor q, k, v, g, beta;
+  DeltaInputs(int64_t T, int64_t hk, int64_t hv, int64_t dk, int64_t dv, uint32_t seed)
+      : q(ops::l2_norm(randn({T, hk, dk}, seed), 1e-6f)),
+        k(ops::l2_norm(randn({T, hk, dk}, seed + 1), 1e-6f)),
+        v(randn({T, hv, dv}, seed + 2)),
+        g(uniform({T, hv}, seed + 3, -1.0f, -0.01f)),
+        beta(uniform({T, hv}, seed + 4, 0.01f, 1.0f)) {}
+};
+
+}  // namespace
+
+TEST_F(CudaOps, HybridL2Norm) {
+  for (Shape s : {Shape{1, 16}, Shape{5, 128}, Shape{3, 4, 300}, Shape{2, 2048}}) {
+    Tensor x = randn(s, 80);
+    EXPECT_LT(rel(ops::l2_norm(gpu(x), 1e-6f), ops::l2_norm(x, 1e-6f)), 1e-6) << s.str();
+  }
+  Tensor zero = Tensor::zeros({2, 8}, DType::F32);  // eps keeps an all-zero row finite
+  EXPECT_EQ(ops::l2_norm(gpu(zero), 1e-6f).to_f32_vector(), std::vector<float>(16, 0.0f));
+}
+
+// A prefill then decode steps, carrying the conv window across calls (T = 1 <
+// K - 1 keeps part of the old window; T = 70 replaces it all).
+TEST_F(CudaOps, HybridCausalConv1d) {
+  for (auto [C, K] : {std::pair<int64_t, int64_t>{8, 4}, {200, 4}, {96, 2}, {64, 1}}) {
+    Tensor w = randn({C, K}, 81);
+    Tensor sc = randn({K - 1, C}, 82), sg = gpu(sc);
+    uint32_t seed = 83;
+    for (int64_t T : {5, 1, 1, 2, 70, 1}) {
+      Tensor x = randn({T, C}, seed++);
+      Tensor yc = ops::causal_conv1d(x, w, sc);
+      Tensor yg = ops::causal_conv1d(gpu(x), gpu(w), sg);
+      EXPECT_EQ(yg.device(), Device::CUDA);
+      EXPECT_LT(rel(yg, yc), 1e-6) << "C " << C << " K " << K << " T " << T;
+      if (K > 1) {
+        EXPECT_LT(rel(sg, sc), 1e-6) << "state, C " << C << " K " << K << " T " << T;
+      }
+    }
+  }
+}
+
+// Both forms against the CPU on GQA-like head ratios (hv / hk = 1, 2, 3), head
+// dims below, at and above the 64-column tile, and spans of one token, part
+// of a chunk, one chunk and several chunks; the state carries across calls.
+TEST_F(CudaOps, HybridGatedDeltaRule) {
+  struct Dims {
+    int64_t hk, hv, dk, dv;
+  };
+  for (Dims d : {Dims{2, 2, 16, 16}, Dims{2, 4, 16, 16}, Dims{1, 3, 32, 24}, Dims{1, 1, 8, 80}, Dims{2, 4, 128, 128}}) {
+    for (DeltaRuleForm form : {DeltaRuleForm::Auto, DeltaRuleForm::Chunked, DeltaRuleForm::Recurrent}) {
+      Tensor sc = randn({d.hv, d.dk, d.dv}, 90, 0.1f), sg = gpu(sc);
+      uint32_t seed = 91;
+      for (int64_t T : {7, 1, 64, 1, 130, 1}) {
+        DeltaInputs in(T, d.hk, d.hv, d.dk, d.dv, seed += 5);
+        Tensor oc = ops::gated_delta_rule(in.q, in.k, in.v, in.g, in.beta, sc, form);
+        Tensor og = ops::gated_delta_rule(gpu(in.q), gpu(in.k), gpu(in.v), gpu(in.g), gpu(in.beta), sg, form);
+        ASSERT_EQ(og.shape(), oc.shape());
+        const std::string at = "hk " + std::to_string(d.hk) + " hv " + std::to_string(d.hv) + " dk " +
+                               std::to_string(d.dk) + " dv " + std::to_string(d.dv) + " T " + std::to_string(T) +
+                               " form " + std::to_string(static_cast<int>(form));
+        EXPECT_LT(rel(og, oc), 1e-5) << at;
+        EXPECT_LT(rel(sg, sc), 1e-5) << "state, " << at;
+      }
+    }
+  }
+}
+
+// The chunked and recurrent kernels are two algorithms for one recurrence.
+TEST_F(CudaOps, HybridDeltaRuleFormsAgree) {
+  DeltaInputs in(150, 2, 4, 32, 32, 120);
+  Tensor s0 = randn({4, 32, 32}, 121, 0.1f);
+  Tensor sa = gpu(s0), sb = gpu(s0);
+  Tensor oa = ops::gated_delta_rule(gpu(in.q), gpu(in.k), gpu(in.v), gpu(in.g), gpu(in.beta), sa,
+                                    DeltaRuleForm::Chunked);
+  Tensor ob = ops::gated_delta_rule(gpu(in.q), gpu(in.k), gpu(in.v), gpu(in.g), gpu(in.beta), sb,
+                                    DeltaRuleForm::Recurrent);
+  EXPECT_LT(rel(oa, ob), 1e-4);
+  EXPECT_LT(rel(sa, sb), 1e-4);
+  EXPECT_GT(rel(sa, gpu(s0)), 1e-2);  // the state did move
+}
+
+TEST_F(CudaOps, HybridScatterAddRows) {
+  struct Case {
+    int64_t n, d;
+    std::vector<int64_t> rows;
+  };
+  std::vector<int64_t> many(700);
+  for (size_t i = 0; i < many.size(); ++i) many[i] = static_cast<int64_t>((i * 7) % 1000);
+  for (const Case& c : {Case{10, 300, {3, 0, 7}}, Case{10, 300, {2, 2, 5, 2}}, Case{1000, 64, many},
+                        Case{4, 2048, {0, 1, 2, 3}}}) {
+    const int64_t len = static_cast<int64_t>(c.rows.size());
+    Tensor dc = randn({c.n, c.d}, 130), dg = gpu(dc);
+    Tensor src = randn({len, c.d}, 131);
+    std::vector<float> w = uniform({len}, 132, 0.0f, 1.0f).to_f32_vector();
+    ops::scatter_add_rows(dc, src, c.rows, w);
+    ops::scatter_add_rows(dg, gpu(src), c.rows, w);
+    EXPECT_EQ(dg.device(), Device::CUDA);
+    EXPECT_LT(rel(dg, dc), 1e-6) << c.n << "x" << c.d << " rows " << len;
+  }
+  Tensor dg = gpu(randn({3, 8}, 133));
+  Tensor before = dg.to(Device::CPU);
+  ops::scatter_add_rows(dg, gpu(randn({0, 8}, 134)), {}, {});  // nothing to add
+  EXPECT_EQ(dg.to_f32_vector(), before.to_f32_vector());
+}
+
+// Wrong shapes, dtypes or devices are errors (ingot::Error), never a launch
+// on bad memory; a state is left as it was.
+TEST_F(CudaOps, HybridBadInputsAreErrors) {
+  Backend& cuda = backend(Device::CUDA);
+  Tensor x = gpu(randn({3, 8}, 140)), w = gpu(randn({8, 4}, 141)), st = gpu(randn({3, 8}, 142));
+  const std::vector<float> st_before = st.to_f32_vector();
+  Tensor st_cpu = randn({3, 8}, 142);
+  Tensor st_bf16 = gpu(randn({3, 8}, 142).to(DType::BF16));
+  Tensor st_short = gpu(randn({2, 8}, 143));
+  EXPECT_THROW(ops::causal_conv1d(gpu(randn({3, 8, 1}, 144)), w, st), Error);  // x not [T, C]
+  EXPECT_THROW(ops::causal_conv1d(x, gpu(randn({7, 4}, 145)), st), Error);     // w rows != C
+  EXPECT_THROW(ops::causal_conv1d(x, w, st_short), Error);                      // window of K-2 rows
+  EXPECT_THROW(ops::causal_conv1d(x, w, st_cpu), Error);                        // state on the host
+  EXPECT_THROW(ops::causal_conv1d(x, w, st_bf16), Error);                       // state not float32
+  EXPECT_EQ(st.to_f32_vector(), st_before);
+
+  DeltaInputs in(4, 2, 4, 16, 16, 150);
+  Tensor s = gpu(randn({4, 16, 16}, 151));
+  const std::vector<float> s_before = s.to_f32_vector();
+  Tensor q = gpu(in.q), k = gpu(in.k), v = gpu(in.v), g = gpu(in.g), b = gpu(in.beta);
+  Tensor s_cpu = randn({4, 16, 16}, 151), s_wrong = gpu(randn({4, 16, 8}, 152));
+  EXPECT_THROW(ops::gated_delta_rule(q, gpu(randn({4, 2, 8}, 153)), v, g, b, s), Error);  // k != q
+  EXPECT_THROW(ops::gated_delta_rule(q, k, gpu(randn({4, 3, 16}, 154)), g, b, s), Error);  // hv % hk
+  EXPECT_THROW(ops::gated_delta_rule(q, k, gpu(randn({3, 4, 16}, 155)), g, b, s), Error);  // T differs
+  EXPECT_THROW(ops::gated_delta_rule(q, k, v, gpu(randn({4, 3}, 156)), b, s), Error);      // g size
+  EXPECT_THROW(ops::gated_delta_rule(q, k, v, g, gpu(randn({5, 4}, 157)), s), Error);      // beta size
+  EXPECT_THROW(ops::gated_delta_rule(q.reshape({4, 32}), k.reshape({4, 32}), v, g, b, s), Error);  // rank 2
+  EXPECT_THROW(ops::gated_delta_rule(q, k, v, g, b, s_wrong), Error);
+  EXPECT_THROW(ops::gated_delta_rule(q, k, v, g, b, s_cpu), Error);
+  EXPECT_EQ(s.to_f32_vector(), s_before);
+
+  Tensor dst = gpu(randn({4, 8}, 160));
+  const std::vector<float> dst_before = dst.to_f32_vector();
+  Tensor src = gpu(randn({2, 8}, 161));
+  EXPECT_THROW(ops::scatter_add_rows(dst, src, {0, 4}, {1, 1}), Error);   // row out of range
+  EXPECT_THROW(ops::scatter_add_rows(dst, src, {0, -1}, {1, 1}), Error);  // negative row
+  EXPECT_THROW(ops::scatter_add_rows(dst, src, {0, 1}, {1}), Error);      // weights short
+  EXPECT_THROW(ops::scatter_add_rows(dst, src, {0, 1, 2}, {1, 1, 1}), Error);  // src short
+  Tensor dst_cpu = randn({4, 8}, 162);
+  EXPECT_THROW(cuda.scatter_add_rows(dst_cpu, src, {0, 1}, {1, 1}), Error);  // dst on the host
+  EXPECT_EQ(dst.to_f32_vector(), dst_before);
+}
+
+// The other ops the Gemma 2/3/4 and Qwen3-Next / 3.5 paths call, at their
+// shapes: (1 + w) per-head q/k norms, a quarter-rotary rope, soft-capped and
+// windowed attention at head dim 256, GeGLU-tanh, softplus decay, sigmoid gates.
+TEST_F(CudaOps, FamilyPathOps) {
+  Tensor qh = randn({6, 4, 64}, 170), nw = randn({64}, 171, 0.1f);
+  EXPECT_LT(rel(ops::rms_norm(gpu(qh), gpu(nw), 1e-6f, true), ops::rms_norm(qh, nw, 1e-6f, true)), 1e-5);
+  RopeSpec quarter;
+  quarter.rotary_dim = 16;  // Qwen3-Next: partial_rotary_factor 0.25 of 64
+  for (int i = 0; i < 8; ++i) quarter.inv_freq.push_back(std::pow(10000.0f, -i / 8.0f));
+  Tensor pos = Tensor::from_i32({0, 1, 2, 3, 4, 500}, {6});
+  Tensor rc = qh.clone(), rg = gpu(qh);
+  ops::rope_inplace(rc, pos, quarter);
+  ops::rope_inplace(rg, pos, quarter);
+  EXPECT_LT(rel(rg, rc), 1e-5);
+  EXPECT_EQ(rg.to(Device::CPU).slice(2, 16, 64).contiguous().to_f32_vector(),
+            qh.slice(2, 16, 64).contiguous().to_f32_vector());  // the rest is untouched
+  RopeSpec bad = quarter;
+  bad.inv_freq.pop_back();
+  EXPECT_THROW(ops::rope_inplace(rg, pos, bad), Error);
+
+  Tensor q = randn({5, 8, 256}, 172), k = randn({40, 4, 256}, 173), v = randn({40, 4, 256}, 174);
+  for (auto [cap, window] : {std::pair<float, int64_t>{50.0f, 0}, {50.0f, 16}, {0.0f, 16}}) {
+    AttnParams p;
+    p.scale = 1.0f / 16;
+    p.softcap = cap;
+    p.window = window;
+    p.q_offset = 35;
+    EXPECT_LT(rel(ops::attention(gpu(q), gpu(k), gpu(v), p), ops::attention(q, k, v, p)), 1e-5) << cap << "/" << window;
+  }
+  Tensor a = randn({7, 96}, 175), b = randn({7, 96}, 176);
+  EXPECT_LT(rel(ops::glu(GluOp::GeGluTanh, gpu(a), gpu(b)), ops::glu(GluOp::GeGluTanh, a, b)), 1e-5);
+  EXPECT_LT(rel(ops::unary(UnaryOp::Softplus, gpu(a)), ops::unary(UnaryOp::Softplus, a)), 1e-6);
+  EXPECT_LT(rel(ops::mul(gpu(a), ops::sigmoid(gpu(b))), ops::mul(a, ops::sigmoid(b))), 1e-6);
+  Tensor bias = randn({96}, 177);
+  EXPECT_LT(rel(ops::mul(ops::add(gpu(a), gpu(bias)), gpu(bias)), ops::mul(ops::add(a, bias), bias)), 1e-6);
 }

@@ -1,6 +1,7 @@
 // CudaBackend: adapts Tensors to the kernels and cuBLAS. Activations are
 // float32 (as on the CPU); bf16/f16 weights run through cuBLAS with the
-// activations rounded to the weight type and float32 accumulation.
+// activations rounded to the weight type and float32 accumulation; quantized
+// weights go to quant_linear.cpp.
 #include "backend/cuda/cuda_backend.h"
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/quant_linear.h"
 #include "backend/cuda/runtime.h"
 #include "ops/backend.h"
 #include "tensor/tensor.h"
@@ -62,9 +64,7 @@ class CudaBackend final : public Backend {
   DType activation_dtype(DType) const override { return DType::F32; }
 
   Tensor linear(const Tensor& x_in, const Weight& w, const Tensor* bias) override {
-    if (w.is_affine() || is_quantized(w.dtype()))
-      fail(ErrorKind::Unsupported, "CUDA kernels for ", w.is_affine() ? "affine" : dtype_name(w.dtype()),
-           " weights are not available");
+    if (w.is_affine() || is_quantized(w.dtype())) return quant_linear(x_in, w, bias);
     Tensor x = dev_f32(x_in);
     const int64_t k = x.dim(-1), n = rows_of(x), m = w.rows();
     if (w.cols() != k) fail(ErrorKind::BadFormat, "linear: input width ", k, " vs weight ", w.data.describe());
@@ -182,8 +182,7 @@ class CudaBackend final : public Backend {
   }
 
   Tensor embedding(const Weight& table, const Tensor& ids_in) override {
-    if (table.is_affine() || is_quantized(table.dtype()))
-      fail(ErrorKind::Unsupported, "CUDA embedding for quantized tables is not available");
+    if (table.is_affine() || is_quantized(table.dtype())) return quant_embedding(table, ids_in);
     Tensor ids = ids_in.to(Device::CUDA).contiguous();
     const int64_t n = ids.numel(), d = table.cols();
     Tensor out = Tensor::empty({n, d}, DType::F32, Device::CUDA);

@@ -1,0 +1,324 @@
+// Quantized weight kernels (see quant_gemv.h). The decode GEMV is memory
+// bound like gemv.cu's bf16 one: a warp (or, for long rows / few rows, the 4
+// warps of a block) owns an output row, stages the row's packed bytes through
+// shared memory in 16-byte loads (GGUF blocks of 18/20/34 bytes are not
+// 16-byte aligned, so each load reads aligned granules and the decode skips the
+// row's offset), then 8 lanes share a 32-value block, each dequantizing 4
+// consecutive values in registers and multiplying them with float4 loads of x.
+// Every dequantized value is exactly the CPU reference's, so y differs from
+// the reference only by float32 summation order.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/quant_gemv.h"
+#include "backend/cuda/runtime.h"
+#include "util/error.h"
+
+namespace ingot::cuda {
+
+namespace {
+
+constexpr int kWarps = 4;           // warps per block
+constexpr int kChunkBlocks = 32;    // 32-value blocks staged per warp at a time
+constexpr int kMaxBlockBytes = 34;  // Q8_0, the largest 32-value block
+constexpr int kStageVecs = (kChunkBlocks * kMaxBlockBytes + 15) / 16 + 1;  // + the row's misalignment
+
+__device__ inline float f16_at(const uint8_t* p) {
+  return __half2float(__ushort_as_half(static_cast<unsigned short>(p[0] | (p[1] << 8))));
+}
+
+// value = a * b + c rounded twice, as the CPU's scalar code computes it (no FMA).
+__device__ inline float mul_add(float a, float b, float c) { return __fadd_rn(__fmul_rn(a, b), c); }
+
+// ---- one value anywhere in a row (dequantization, embedding) ----
+
+// 6-bit scale and min of sub-block j of a Q4_K / Q5_K super-block (quant/formats.h).
+__device__ inline void k_scale_min(const uint8_t* s, int j, int* sc, int* mn) {
+  if (j < 4) {
+    *sc = s[j] & 63;
+    *mn = s[j + 4] & 63;
+  } else {
+    *sc = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
+    *mn = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+  }
+}
+
+__device__ float value_at(const QuantMatrix& w, int64_t row, int64_t e) {
+  const uint8_t* rp = w.data + row * w.row_bytes;
+  switch (w.format) {
+    case QuantFormat::Q8_0: {
+      const uint8_t* p = rp + (e / 32) * 34;
+      return __fmul_rn(f16_at(p), static_cast<float>(static_cast<int8_t>(p[2 + e % 32])));
+    }
+    case QuantFormat::Q4_0:
+    case QuantFormat::Q4_1: {
+      const bool has_min = w.format == QuantFormat::Q4_1;
+      const uint8_t* p = rp + (e / 32) * (has_min ? 20 : 18);
+      const float d = f16_at(p);
+      const float m = has_min ? f16_at(p + 2) : __fmul_rn(-8.0f, d);
+      const int i = static_cast<int>(e % 32);
+      const uint8_t q = p[(has_min ? 4 : 2) + i % 16];
+      return mul_add(d, static_cast<float>(i < 16 ? q & 0xF : q >> 4), m);
+    }
+    case QuantFormat::Q4_K:
+    case QuantFormat::Q5_K: {
+      const bool five = w.format == QuantFormat::Q5_K;
+      const uint8_t* p = rp + (e / 256) * (five ? 176 : 144);
+      const float d = f16_at(p), dmin = f16_at(p + 2);
+      const int j = static_cast<int>(e % 256) / 32, l = static_cast<int>(e % 32);
+      int sc, mn;
+      k_scale_min(p + 4, j, &sc, &mn);
+      const uint8_t q = p[(five ? 48 : 16) + 32 * (j / 2) + l];
+      int v = j % 2 ? q >> 4 : q & 0xF;
+      if (five && ((p[16 + l] >> j) & 1)) v += 16;
+      return __fsub_rn(__fmul_rn(__fmul_rn(d, static_cast<float>(sc)), static_cast<float>(v)),
+                       __fmul_rn(dmin, static_cast<float>(mn)));
+    }
+    case QuantFormat::Q6_K: {
+      const uint8_t* p = rp + (e / 256) * 210;
+      const int ee = static_cast<int>(e % 256), h = ee / 128, l = ee % 128;
+      const uint8_t* ql = p + 64 * h;
+      const uint8_t* qh = p + 128 + 32 * h;
+      const int quarter = l / 32, i = l % 32;
+      int lo = quarter & 1 ? ql[i + 32] : ql[i];
+      lo = quarter >= 2 ? lo >> 4 : lo & 0xF;
+      const int v = (lo | (((qh[i] >> (2 * quarter)) & 3) << 4)) - 32;
+      const float sc = static_cast<float>(reinterpret_cast<const int8_t*>(p + 192)[ee / 16]);
+      return __fmul_rn(__fmul_rn(f16_at(p + 208), sc), static_cast<float>(v));
+    }
+    case QuantFormat::Affine4:
+    case QuantFormat::Affine8: {
+      const bool four = w.format == QuantFormat::Affine4;
+      const int v = four ? (rp[e / 2] >> (4 * (e % 2))) & 0xF : rp[e];
+      const int64_t g = row * w.group_stride + e / w.group_size;
+      return mul_add(w.scales[g], static_cast<float>(v), w.biases ? w.biases[g] : 0.0f);
+    }
+  }
+  return 0.0f;
+}
+
+template <class T>
+__device__ inline void store(T* out, int64_t i, float v) {
+  if constexpr (sizeof(T) == 4)
+    out[i] = v;
+  else
+    out[i] = __float2bfloat16_rn(v);
+}
+
+template <class T>
+__global__ void dequant_rows_kernel(QuantMatrix w, int64_t r0, int64_t rows, T* out) {
+  const int64_t total = rows * w.k;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x)
+    store(out, i, value_at(w, r0 + i / w.k, i % w.k));
+}
+
+__global__ void embedding_kernel(QuantMatrix w, const int32_t* ids, float* out) {
+  const int64_t r = blockIdx.y;
+  const int32_t id = ids[r];
+  const bool ok = id >= 0 && id < w.m;
+  for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < w.k; c += int64_t(gridDim.x) * blockDim.x)
+    out[r * w.k + c] = ok ? value_at(w, id, c) : 0.0f;
+}
+
+// ---- decode GEMV ----
+
+// Four consecutive values 4g..4g+3 (g = 0..7) of one staged 32-value block.
+template <QuantFormat F>
+struct Block32;
+
+template <>
+struct Block32<QuantFormat::Q8_0> {
+  static constexpr int kBytes = 34;
+  __device__ static void decode4(const uint8_t* b, int g, const QuantMatrix&, int64_t, int64_t, float (&v)[4]) {
+    const float d = f16_at(b);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) v[i] = __fmul_rn(d, static_cast<float>(static_cast<int8_t>(b[2 + 4 * g + i])));
+  }
+};
+
+template <bool kMin>
+struct Q4Block {
+  static constexpr int kBytes = kMin ? 20 : 18;
+  __device__ static void decode4(const uint8_t* b, int g, const QuantMatrix&, int64_t, int64_t, float (&v)[4]) {
+    const float d = f16_at(b);
+    const float m = kMin ? f16_at(b + 2) : __fmul_rn(-8.0f, d);
+    const uint8_t* qs = b + (kMin ? 4 : 2) + (4 * g) % 16;
+    const int shift = g >= 4 ? 4 : 0;  // values 16..31 are the high nibbles
+#pragma unroll
+    for (int i = 0; i < 4; ++i) v[i] = mul_add(d, static_cast<float>((qs[i] >> shift) & 0xF), m);
+  }
+};
+template <>
+struct Block32<QuantFormat::Q4_0> : Q4Block<false> {};
+template <>
+struct Block32<QuantFormat::Q4_1> : Q4Block<true> {};
+
+template <int kBits>
+struct AffineBlock {
+  static constexpr int kBytes = 32 * kBits / 8;
+  // blk: the block's index in its row (its group is blk * 32 / group_size).
+  __device__ static void decode4(const uint8_t* b, int g, const QuantMatrix& w, int64_t row, int64_t blk,
+                                 float (&v)[4]) {
+    const int64_t gi = row * w.group_stride + blk * 32 / w.group_size;
+    const float sc = w.scales[gi], bi = w.biases ? w.biases[gi] : 0.0f;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int q = kBits == 4 ? (b[2 * g + i / 2] >> (4 * (i % 2))) & 0xF : b[4 * g + i];
+      v[i] = mul_add(sc, static_cast<float>(q), bi);
+    }
+  }
+};
+template <>
+struct Block32<QuantFormat::Affine4> : AffineBlock<4> {};
+template <>
+struct Block32<QuantFormat::Affine8> : AffineBlock<8> {};
+
+// WPR warps share a row (chunks of 32 blocks go round-robin among them).
+template <QuantFormat F, int N, int WPR>
+__global__ void __launch_bounds__(kWarps * 32) quant_gemv_kernel(QuantMatrix w, const float* __restrict__ x,
+                                                                 float* __restrict__ y) {
+  using B = Block32<F>;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t row = int64_t(blockIdx.x) * (kWarps / WPR) + warp / WPR;
+  const int sub = warp % WPR;
+  if (WPR == 1 && row >= w.m) return;  // (WPR > 1: the grid holds whole rows only)
+  __shared__ uint4 stage[kWarps][kStageVecs];
+  const uint8_t* rp = w.data + row * w.row_bytes;
+  const int mis = static_cast<int>(reinterpret_cast<uintptr_t>(rp) & 15);
+  // The aligned granules holding the row (never past the granule of its last byte).
+  const uint4* base = reinterpret_cast<const uint4*>(rp - mis);
+  const int64_t k = w.k, nb = k / 32;
+  float acc[N];
+#pragma unroll
+  for (int r = 0; r < N; ++r) acc[r] = 0.0f;
+  const uint8_t* s = reinterpret_cast<const uint8_t*>(stage[warp]) + mis;
+  const int g = lane % 8;
+  for (int64_t b0 = int64_t(sub) * kChunkBlocks; b0 < nb; b0 += int64_t(WPR) * kChunkBlocks) {
+    const int nblk = static_cast<int>(nb - b0 < kChunkBlocks ? nb - b0 : kChunkBlocks);
+    const int vecs = (mis + nblk * B::kBytes + 15) / 16;
+    // 32 blocks of any of these formats are a whole number of granules, so chunks stay aligned.
+    const uint4* src = base + b0 * B::kBytes / 16;
+    for (int v = lane; v < vecs; v += 32) stage[warp][v] = __ldg(src + v);
+    __syncwarp();
+    for (int blk = lane / 8; blk < nblk; blk += 4) {
+      float wv[4];
+      B::decode4(s + blk * B::kBytes, g, w, row, b0 + blk, wv);
+      const int64_t xo = (b0 + blk) * 32 + 4 * g;
+#pragma unroll
+      for (int r = 0; r < N; ++r) {
+        const float4 xv = __ldg(reinterpret_cast<const float4*>(x + r * k + xo));
+        float a = acc[r];
+        a = fmaf(wv[0], xv.x, a);
+        a = fmaf(wv[1], xv.y, a);
+        a = fmaf(wv[2], xv.z, a);
+        a = fmaf(wv[3], xv.w, a);
+        acc[r] = a;
+      }
+    }
+    __syncwarp();
+  }
+  __shared__ float partial[WPR > 1 ? N * kWarps : 1];
+#pragma unroll
+  for (int r = 0; r < N; ++r) {
+    float v = acc[r];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
+    acc[r] = v;
+    if (WPR > 1 && lane == 0) partial[r * kWarps + warp] = v;
+  }
+  if constexpr (WPR == 1) {
+    if (lane == 0) {
+#pragma unroll
+      for (int r = 0; r < N; ++r) y[r * w.m + row] = acc[r];
+    }
+  } else {
+    __syncthreads();
+    if (threadIdx.x < N) {
+      float v = 0;
+      for (int q = 0; q < WPR; ++q) v += partial[threadIdx.x * kWarps + q];
+      y[threadIdx.x * w.m + row] = v;
+    }
+  }
+}
+
+// A block per row when a row has more than one chunk to share and rows are long
+// or few (so the GPU still has enough loads in flight), as gemv.cu decides
+// for bf16; a row of one chunk would leave three of the four warps idle.
+bool block_per_row(int64_t m, int64_t k) { return k / 32 > kChunkBlocks && m < 16384 && (k >= 4096 || m < 4096); }
+
+template <QuantFormat F, int N>
+void launch_fn(const QuantMatrix& w, const float* x, float* y) {
+  if (block_per_row(w.m, w.k)) {
+    quant_gemv_kernel<F, N, kWarps><<<static_cast<unsigned>(w.m), kWarps * 32, 0, stream()>>>(w, x, y);
+  } else {
+    const unsigned grid = static_cast<unsigned>((w.m + kWarps - 1) / kWarps);
+    quant_gemv_kernel<F, N, 1><<<grid, kWarps * 32, 0, stream()>>>(w, x, y);
+  }
+}
+
+template <QuantFormat F>
+void launch_f(const QuantMatrix& w, const float* x, float* y, int64_t n) {
+  switch (n) {
+    case 1: return launch_fn<F, 1>(w, x, y);
+    case 2: return launch_fn<F, 2>(w, x, y);
+    case 3: return launch_fn<F, 3>(w, x, y);
+    case 4: return launch_fn<F, 4>(w, x, y);
+    case 5: return launch_fn<F, 5>(w, x, y);
+    case 6: return launch_fn<F, 6>(w, x, y);
+    case 7: return launch_fn<F, 7>(w, x, y);
+    case 8: return launch_fn<F, 8>(w, x, y);
+    default: fail(ErrorKind::Internal, "quantized gemv: ", n, " rows");
+  }
+}
+
+unsigned grid_for(int64_t total) { return static_cast<unsigned>(std::clamp<int64_t>((total + 255) / 256, 1, 65535)); }
+
+}  // namespace
+
+int64_t quant_block_values(QuantFormat f) {
+  return f == QuantFormat::Q4_K || f == QuantFormat::Q5_K || f == QuantFormat::Q6_K ? 256 : 32;
+}
+
+bool quant_gemv_supported(QuantFormat f) {
+  return f == QuantFormat::Q8_0 || f == QuantFormat::Q4_0 || f == QuantFormat::Q4_1 || f == QuantFormat::Affine4 ||
+         f == QuantFormat::Affine8;
+}
+
+void launch_quant_gemv(const QuantMatrix& w, const float* x, float* y, int64_t n) {
+  INGOT_CHECK(n >= 1 && n <= kGemvMaxRows && w.k % 32 == 0 && (reinterpret_cast<uintptr_t>(x) & 15) == 0,
+              "quantized gemv: bad shape or alignment");
+  if (w.m == 0) return;
+  switch (w.format) {
+    case QuantFormat::Q8_0: launch_f<QuantFormat::Q8_0>(w, x, y, n); break;
+    case QuantFormat::Q4_0: launch_f<QuantFormat::Q4_0>(w, x, y, n); break;
+    case QuantFormat::Q4_1: launch_f<QuantFormat::Q4_1>(w, x, y, n); break;
+    case QuantFormat::Affine4: launch_f<QuantFormat::Affine4>(w, x, y, n); break;
+    case QuantFormat::Affine8: launch_f<QuantFormat::Affine8>(w, x, y, n); break;
+    default: fail(ErrorKind::Internal, "quantized gemv: format without a kernel");
+  }
+  CUDA_LAUNCH_OK();
+}
+
+void launch_quant_dequant_rows(const QuantMatrix& w, int64_t r0, int64_t rows, void* out, DType out_dtype) {
+  const int64_t total = rows * w.k;
+  if (total == 0) return;
+  if (out_dtype == DType::F32)
+    dequant_rows_kernel<float><<<grid_for(total), 256, 0, stream()>>>(w, r0, rows, static_cast<float*>(out));
+  else if (out_dtype == DType::BF16)
+    dequant_rows_kernel<__nv_bfloat16>
+        <<<grid_for(total), 256, 0, stream()>>>(w, r0, rows, static_cast<__nv_bfloat16*>(out));
+  else
+    fail(ErrorKind::Internal, "dequantize into ", dtype_name(out_dtype));
+  CUDA_LAUNCH_OK();
+}
+
+void launch_quant_embedding(const QuantMatrix& w, const int32_t* ids, int64_t n, float* out) {
+  if (n == 0 || w.k == 0) return;
+  dim3 grid(static_cast<unsigned>(std::min<int64_t>((w.k + 255) / 256, 64)), static_cast<unsigned>(n));
+  embedding_kernel<<<grid, 256, 0, stream()>>>(w, ids, out);
+  CUDA_LAUNCH_OK();
+}
+
+}  // namespace ingot::cuda

@@ -3,8 +3,9 @@
 // warps of a block) owns an output row, stages the row's packed bytes through
 // shared memory in 16-byte loads (GGUF blocks of 18/20/34 bytes are not
 // 16-byte aligned, so each load reads aligned granules and the decode skips the
-// row's offset), then 8 lanes share a 32-value block, each dequantizing 4
-// consecutive values in registers and multiplying them with float4 loads of x.
+// row's offset), then consecutive lanes take consecutive groups of 4 values
+// (8 lanes per 32-value block, 64 per 256-value K block), each dequantizing its
+// 4 values in registers and multiplying them with a float4 load of x.
 // Every dequantized value is exactly the CPU reference's, so y differs from
 // the reference only by float32 summation order.
 #include <cuda_bf16.h>
@@ -21,10 +22,7 @@ namespace ingot::cuda {
 
 namespace {
 
-constexpr int kWarps = 4;           // warps per block
-constexpr int kChunkBlocks = 32;    // 32-value blocks staged per warp at a time
-constexpr int kMaxBlockBytes = 34;  // Q8_0, the largest 32-value block
-constexpr int kStageVecs = (kChunkBlocks * kMaxBlockBytes + 15) / 16 + 1;  // + the row's misalignment
+constexpr int kWarps = 4;  // warps per block
 
 __device__ inline float f16_at(const uint8_t* p) {
   return __half2float(__ushort_as_half(static_cast<unsigned short>(p[0] | (p[1] << 8))));
@@ -125,13 +123,16 @@ __global__ void embedding_kernel(QuantMatrix w, const int32_t* ids, float* out) 
 
 // ---- decode GEMV ----
 
-// Four consecutive values 4g..4g+3 (g = 0..7) of one staged 32-value block.
+// Each format: kValues per block of kBytes, kChunk blocks staged per warp at a
+// time (a whole number of 16-byte granules, so every chunk starts aligned
+// like the row), and decode4: values 4g..4g+3 of one staged block (blk: the
+// block's index in its row, for the affine groups).
 template <QuantFormat F>
-struct Block32;
+struct Fmt;
 
 template <>
-struct Block32<QuantFormat::Q8_0> {
-  static constexpr int kBytes = 34;
+struct Fmt<QuantFormat::Q8_0> {
+  static constexpr int kValues = 32, kBytes = 34, kChunk = 32;
   __device__ static void decode4(const uint8_t* b, int g, const QuantMatrix&, int64_t, int64_t, float (&v)[4]) {
     const float d = f16_at(b);
 #pragma unroll
@@ -140,8 +141,8 @@ struct Block32<QuantFormat::Q8_0> {
 };
 
 template <bool kMin>
-struct Q4Block {
-  static constexpr int kBytes = kMin ? 20 : 18;
+struct Q4Fmt {
+  static constexpr int kValues = 32, kBytes = kMin ? 20 : 18, kChunk = 32;
   __device__ static void decode4(const uint8_t* b, int g, const QuantMatrix&, int64_t, int64_t, float (&v)[4]) {
     const float d = f16_at(b);
     const float m = kMin ? f16_at(b + 2) : __fmul_rn(-8.0f, d);
@@ -152,14 +153,13 @@ struct Q4Block {
   }
 };
 template <>
-struct Block32<QuantFormat::Q4_0> : Q4Block<false> {};
+struct Fmt<QuantFormat::Q4_0> : Q4Fmt<false> {};
 template <>
-struct Block32<QuantFormat::Q4_1> : Q4Block<true> {};
+struct Fmt<QuantFormat::Q4_1> : Q4Fmt<true> {};
 
 template <int kBits>
-struct AffineBlock {
-  static constexpr int kBytes = 32 * kBits / 8;
-  // blk: the block's index in its row (its group is blk * 32 / group_size).
+struct AffineFmt {
+  static constexpr int kValues = 32, kBytes = 32 * kBits / 8, kChunk = 32;
   __device__ static void decode4(const uint8_t* b, int g, const QuantMatrix& w, int64_t row, int64_t blk,
                                  float (&v)[4]) {
     const int64_t gi = row * w.group_stride + blk * 32 / w.group_size;
@@ -172,41 +172,90 @@ struct AffineBlock {
   }
 };
 template <>
-struct Block32<QuantFormat::Affine4> : AffineBlock<4> {};
+struct Fmt<QuantFormat::Affine4> : AffineFmt<4> {};
 template <>
-struct Block32<QuantFormat::Affine8> : AffineBlock<8> {};
+struct Fmt<QuantFormat::Affine8> : AffineFmt<8> {};
 
-// WPR warps share a row (chunks of 32 blocks go round-robin among them).
+// Q4_K / Q5_K: the four values share sub-block j = 4g / 32 (its scale and min).
+template <bool kFive>
+struct QK45Fmt {
+  static constexpr int kValues = 256, kBytes = kFive ? 176 : 144, kChunk = 4;
+  __device__ static void decode4(const uint8_t* b, int g, const QuantMatrix&, int64_t, int64_t, float (&v)[4]) {
+    const float d = f16_at(b), dmin = f16_at(b + 2);
+    const int j = (4 * g) / 32, l = (4 * g) % 32;
+    int sc, mn;
+    k_scale_min(b + 4, j, &sc, &mn);
+    const float dsc = __fmul_rn(d, static_cast<float>(sc)), dmn = __fmul_rn(dmin, static_cast<float>(mn));
+    const uint8_t* q = b + (kFive ? 48 : 16) + 32 * (j / 2) + l;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      int u = j % 2 ? q[i] >> 4 : q[i] & 0xF;
+      if (kFive && ((b[16 + l + i] >> j) & 1)) u += 16;
+      v[i] = __fsub_rn(__fmul_rn(dsc, static_cast<float>(u)), dmn);
+    }
+  }
+};
+template <>
+struct Fmt<QuantFormat::Q4_K> : QK45Fmt<false> {};
+template <>
+struct Fmt<QuantFormat::Q5_K> : QK45Fmt<true> {};
+
+// Q6_K: the four values share a 16-value group (its int8 scale) and a quarter of a half.
+template <>
+struct Fmt<QuantFormat::Q6_K> {
+  static constexpr int kValues = 256, kBytes = 210, kChunk = 8;
+  __device__ static void decode4(const uint8_t* b, int g, const QuantMatrix&, int64_t, int64_t, float (&v)[4]) {
+    const int e = 4 * g, h = e / 128, l = e % 128, quarter = l / 32, i0 = l % 32;
+    const uint8_t* ql = b + 64 * h + (quarter & 1 ? 32 : 0) + i0;
+    const uint8_t* qh = b + 128 + 32 * h + i0;
+    const float dsc = __fmul_rn(f16_at(b + 208), static_cast<float>(reinterpret_cast<const int8_t*>(b + 192)[e / 16]));
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int lo = (quarter >= 2 ? ql[i] >> 4 : ql[i]) & 0xF;
+      const int u = (lo | (((qh[i] >> (2 * quarter)) & 3) << 4)) - 32;
+      v[i] = __fmul_rn(dsc, static_cast<float>(u));
+    }
+  }
+};
+
+template <QuantFormat F>
+constexpr int stage_vecs() {
+  return (Fmt<F>::kChunk * Fmt<F>::kBytes + 15) / 16 + 1;  // + the row's misalignment
+}
+
+// WPR warps share a row (chunks go round-robin among them).
 template <QuantFormat F, int N, int WPR>
 __global__ void __launch_bounds__(kWarps * 32) quant_gemv_kernel(QuantMatrix w, const float* __restrict__ x,
                                                                  float* __restrict__ y) {
-  using B = Block32<F>;
+  using B = Fmt<F>;
+  static_assert(B::kChunk * B::kBytes % 16 == 0, "chunks must stay 16-byte aligned");
+  constexpr int kGroups = B::kValues / 4;  // 4-value groups per block
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t row = int64_t(blockIdx.x) * (kWarps / WPR) + warp / WPR;
   const int sub = warp % WPR;
   if (WPR == 1 && row >= w.m) return;  // (WPR > 1: the grid holds whole rows only)
-  __shared__ uint4 stage[kWarps][kStageVecs];
+  __shared__ uint4 stage[kWarps][stage_vecs<F>()];
   const uint8_t* rp = w.data + row * w.row_bytes;
   const int mis = static_cast<int>(reinterpret_cast<uintptr_t>(rp) & 15);
   // The aligned granules holding the row (never past the granule of its last byte).
   const uint4* base = reinterpret_cast<const uint4*>(rp - mis);
-  const int64_t k = w.k, nb = k / 32;
+  const int64_t k = w.k, nb = k / B::kValues;
   float acc[N];
 #pragma unroll
   for (int r = 0; r < N; ++r) acc[r] = 0.0f;
   const uint8_t* s = reinterpret_cast<const uint8_t*>(stage[warp]) + mis;
-  const int g = lane % 8;
-  for (int64_t b0 = int64_t(sub) * kChunkBlocks; b0 < nb; b0 += int64_t(WPR) * kChunkBlocks) {
-    const int nblk = static_cast<int>(nb - b0 < kChunkBlocks ? nb - b0 : kChunkBlocks);
+  for (int64_t b0 = int64_t(sub) * B::kChunk; b0 < nb; b0 += int64_t(WPR) * B::kChunk) {
+    const int nblk = static_cast<int>(nb - b0 < B::kChunk ? nb - b0 : B::kChunk);
     const int vecs = (mis + nblk * B::kBytes + 15) / 16;
-    // 32 blocks of any of these formats are a whole number of granules, so chunks stay aligned.
     const uint4* src = base + b0 * B::kBytes / 16;
     for (int v = lane; v < vecs; v += 32) stage[warp][v] = __ldg(src + v);
     __syncwarp();
-    for (int blk = lane / 8; blk < nblk; blk += 4) {
+    // Consecutive lanes take consecutive 4-value groups, so x loads are coalesced float4s.
+    for (int t = lane; t < nblk * kGroups; t += 32) {
+      const int blk = t / kGroups, g = t % kGroups;
       float wv[4];
       B::decode4(s + blk * B::kBytes, g, w, row, b0 + blk, wv);
-      const int64_t xo = (b0 + blk) * 32 + 4 * g;
+      const int64_t xo = (b0 + blk) * B::kValues + 4 * g;
 #pragma unroll
       for (int r = 0; r < N; ++r) {
         const float4 xv = __ldg(reinterpret_cast<const float4*>(x + r * k + xo));
@@ -246,11 +295,14 @@ __global__ void __launch_bounds__(kWarps * 32) quant_gemv_kernel(QuantMatrix w, 
 // A block per row when a row has more than one chunk to share and rows are long
 // or few (so the GPU still has enough loads in flight), as gemv.cu decides
 // for bf16; a row of one chunk would leave three of the four warps idle.
-bool block_per_row(int64_t m, int64_t k) { return k / 32 > kChunkBlocks && m < 16384 && (k >= 4096 || m < 4096); }
+template <QuantFormat F>
+bool block_per_row(int64_t m, int64_t k) {
+  return k > int64_t(Fmt<F>::kChunk) * Fmt<F>::kValues && m < 16384 && (k >= 4096 || m < 4096);
+}
 
 template <QuantFormat F, int N>
 void launch_fn(const QuantMatrix& w, const float* x, float* y) {
-  if (block_per_row(w.m, w.k)) {
+  if (block_per_row<F>(w.m, w.k)) {
     quant_gemv_kernel<F, N, kWarps><<<static_cast<unsigned>(w.m), kWarps * 32, 0, stream()>>>(w, x, y);
   } else {
     const unsigned grid = static_cast<unsigned>((w.m + kWarps - 1) / kWarps);
@@ -281,13 +333,11 @@ int64_t quant_block_values(QuantFormat f) {
   return f == QuantFormat::Q4_K || f == QuantFormat::Q5_K || f == QuantFormat::Q6_K ? 256 : 32;
 }
 
-bool quant_gemv_supported(QuantFormat f) {
-  return f == QuantFormat::Q8_0 || f == QuantFormat::Q4_0 || f == QuantFormat::Q4_1 || f == QuantFormat::Affine4 ||
-         f == QuantFormat::Affine8;
-}
+bool quant_gemv_supported(QuantFormat) { return true; }
 
 void launch_quant_gemv(const QuantMatrix& w, const float* x, float* y, int64_t n) {
-  INGOT_CHECK(n >= 1 && n <= kGemvMaxRows && w.k % 32 == 0 && (reinterpret_cast<uintptr_t>(x) & 15) == 0,
+  INGOT_CHECK(n >= 1 && n <= kGemvMaxRows && w.k % quant_block_values(w.format) == 0 &&
+                  (reinterpret_cast<uintptr_t>(x) & 15) == 0,
               "quantized gemv: bad shape or alignment");
   if (w.m == 0) return;
   switch (w.format) {
@@ -296,7 +346,9 @@ void launch_quant_gemv(const QuantMatrix& w, const float* x, float* y, int64_t n
     case QuantFormat::Q4_1: launch_f<QuantFormat::Q4_1>(w, x, y, n); break;
     case QuantFormat::Affine4: launch_f<QuantFormat::Affine4>(w, x, y, n); break;
     case QuantFormat::Affine8: launch_f<QuantFormat::Affine8>(w, x, y, n); break;
-    default: fail(ErrorKind::Internal, "quantized gemv: format without a kernel");
+    case QuantFormat::Q4_K: launch_f<QuantFormat::Q4_K>(w, x, y, n); break;
+    case QuantFormat::Q5_K: launch_f<QuantFormat::Q5_K>(w, x, y, n); break;
+    case QuantFormat::Q6_K: launch_f<QuantFormat::Q6_K>(w, x, y, n); break;
   }
   CUDA_LAUNCH_OK();
 }

@@ -1,9 +1,9 @@
 // Quantized weights on the GPU (quant_gemv.cu): the packed GGUF blocks and
 // MLX affine words stay as loaded; kernels dequantize in registers.
-//   - decode GEMV (n <= kGemvMaxRows activation rows) for Q8_0, Q4_0, Q4_1 and
-//     affine 4/8-bit: each weight byte read once, float32 activations, float32 sums;
-//   - dequantization of whole rows into a float32 / bf16 buffer (every format),
-//     which the backend feeds to cuBLAS for prefill and for formats without a GEMV;
+//   - decode GEMV (n <= kGemvMaxRows activation rows) for every format: each
+//     weight byte read once, float32 activations, float32 sums;
+//   - dequantization of whole rows into a float32 / bf16 buffer, which the
+//     backend feeds to cuBLAS for prefill;
 //   - embedding: the gathered rows dequantized on the device.
 // Dequantized values equal the CPU's scalar reference (quant/reference.cpp) bit
 // for bit (same operations, no fused multiply-add).
@@ -31,7 +31,7 @@ struct QuantMatrix {
 
 // Values per block of the format (32 or 256); k must be a multiple of it.
 int64_t quant_block_values(QuantFormat f);
-// Whether the decode GEMV covers this format (else: dequantize + cuBLAS).
+// Whether the decode GEMV covers this format (else: dequantize + cuBLAS); all do today.
 bool quant_gemv_supported(QuantFormat f);
 
 // y[n, m] = x[n, k] · Wᵀ for 1 <= n <= 8 (x float32, contiguous, 16-byte aligned).

@@ -88,6 +88,8 @@ class CudaBackend final : public Backend {
 
   // The decode GEMV with the residual add in its epilogue (one launch instead of two).
   Tensor linear_residual(const Tensor& x_in, const Weight& w, const Tensor* bias, const Tensor& residual) override {
+    if (!(bias && bias->defined()))
+      if (Tensor y = quant_linear_residual(x_in, w, residual); y.defined()) return y;
     if (!(bias && bias->defined()) && gemv_fits(x_in, w) && residual.device() == Device::CUDA &&
         residual.dtype() == DType::F32 && residual.is_contiguous() && residual.numel() == rows_of(x_in) * w.rows()) {
       Tensor x = dev_f32(x_in);
@@ -103,6 +105,8 @@ class CudaBackend final : public Backend {
   // Gate and up read in one GEMV launch that also applies SwiGLU.
   Tensor glu_linear(GluOp op, const Tensor& x_in, const Weight& gate, const Weight& up, const Tensor* gb,
                     const Tensor* ub) override {
+    if (op == GluOp::SwiGlu && !(gb && gb->defined()) && !(ub && ub->defined()))
+      if (Tensor y = quant_swiglu_linear(x_in, gate, up); y.defined()) return y;
     if (op == GluOp::SwiGlu && !(gb && gb->defined()) && !(ub && ub->defined()) && gemv_fits(x_in, gate) &&
         gemv_fits(x_in, up) && gate.rows() == up.rows() && gate.data.stride(0) == up.data.stride(0)) {
       Tensor x = dev_f32(x_in);
@@ -120,6 +124,9 @@ class CudaBackend final : public Backend {
   // q/k/v (or any weights on one input) in one GEMV launch when each would take the GEMV alone.
   std::vector<Tensor> linear_many(const Tensor& x_in, const std::vector<const Weight*>& w,
                                   const std::vector<const Tensor*>& bias) override {
+    const bool no_bias = std::none_of(bias.begin(), bias.end(), [](const Tensor* b) { return b && b->defined(); });
+    if (fuse_qkv() && no_bias)
+      if (std::vector<Tensor> y = quant_linear_many(x_in, w); !y.empty()) return y;
     GemvSegments seg{};
     bool fused = fuse_qkv() && !w.empty() && w.size() <= 3;
     for (size_t i = 0; fused && i < w.size(); ++i) {

@@ -223,32 +223,26 @@ constexpr int stage_vecs() {
   return (Fmt<F>::kChunk * Fmt<F>::kBytes + 15) / 16 + 1;  // + the row's misalignment
 }
 
-// WPR warps share a row (chunks go round-robin among them).
+// Adds this thread's share of row `row` of w times the N rows of x into acc
+// (reduced over the row's threads by reduce_row). WPR warps share a row:
+// chunks go round-robin among them.
 template <QuantFormat F, int N, int WPR>
-__global__ void __launch_bounds__(kWarps * 32) quant_gemv_kernel(QuantMatrix w, const float* __restrict__ x,
-                                                                 float* __restrict__ y) {
+__device__ inline void row_partials(const QuantMatrix& w, int64_t row, const float* __restrict__ x, uint4* stage,
+                                    int lane, int sub, float (&acc)[N]) {
   using B = Fmt<F>;
   static_assert(B::kChunk * B::kBytes % 16 == 0, "chunks must stay 16-byte aligned");
   constexpr int kGroups = B::kValues / 4;  // 4-value groups per block
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t row = int64_t(blockIdx.x) * (kWarps / WPR) + warp / WPR;
-  const int sub = warp % WPR;
-  if (WPR == 1 && row >= w.m) return;  // (WPR > 1: the grid holds whole rows only)
-  __shared__ uint4 stage[kWarps][stage_vecs<F>()];
   const uint8_t* rp = w.data + row * w.row_bytes;
   const int mis = static_cast<int>(reinterpret_cast<uintptr_t>(rp) & 15);
   // The aligned granules holding the row (never past the granule of its last byte).
   const uint4* base = reinterpret_cast<const uint4*>(rp - mis);
   const int64_t k = w.k, nb = k / B::kValues;
-  float acc[N];
-#pragma unroll
-  for (int r = 0; r < N; ++r) acc[r] = 0.0f;
-  const uint8_t* s = reinterpret_cast<const uint8_t*>(stage[warp]) + mis;
+  const uint8_t* s = reinterpret_cast<const uint8_t*>(stage) + mis;
   for (int64_t b0 = int64_t(sub) * B::kChunk; b0 < nb; b0 += int64_t(WPR) * B::kChunk) {
     const int nblk = static_cast<int>(nb - b0 < B::kChunk ? nb - b0 : B::kChunk);
     const int vecs = (mis + nblk * B::kBytes + 15) / 16;
     const uint4* src = base + b0 * B::kBytes / 16;
-    for (int v = lane; v < vecs; v += 32) stage[warp][v] = __ldg(src + v);
+    for (int v = lane; v < vecs; v += 32) stage[v] = __ldg(src + v);
     __syncwarp();
     // Consecutive lanes take consecutive 4-value groups, so x loads are coalesced float4s.
     for (int t = lane; t < nblk * kGroups; t += 32) {
@@ -267,9 +261,13 @@ __global__ void __launch_bounds__(kWarps * 32) quant_gemv_kernel(QuantMatrix w, 
         acc[r] = a;
       }
     }
-    __syncwarp();
+    __syncwarp();  // the stage is refilled next
   }
-  __shared__ float partial[WPR > 1 ? N * kWarps : 1];
+}
+
+// Warp sums; with WPR > 1 lane 0 of each warp leaves its sum in partial.
+template <int N, int WPR>
+__device__ inline void reduce_row(float (&acc)[N], float* partial, int lane, int warp) {
 #pragma unroll
   for (int r = 0; r < N; ++r) {
     float v = acc[r];
@@ -277,17 +275,72 @@ __global__ void __launch_bounds__(kWarps * 32) quant_gemv_kernel(QuantMatrix w, 
     acc[r] = v;
     if (WPR > 1 && lane == 0) partial[r * kWarps + warp] = v;
   }
+}
+
+__device__ inline float silu_f(float x) { return x / (1.0f + expf(-x)); }
+
+// Epilogues, as in gemv.cu: y = W·x; y = res + W·x; y = silu(Wg·x) * (Wu·x)
+// (w[0] gate, w[1] up); or up to three weights on one x (q/k/v), whose rows
+// are numbered one after another. Every product is summed in the plain
+// kernel's order, so fused results equal the separate ops bit for bit.
+enum Mode { kPlain = 0, kResidual = 1, kSwiGlu = 2, kMulti = 3 };
+
+struct Segments {
+  QuantMatrix w[3];
+  float* y[3];
+  int count;
+};
+
+template <QuantFormat F, int N, int WPR, int MODE>
+__global__ void __launch_bounds__(kWarps * 32) quant_gemv_kernel(Segments sg, const float* __restrict__ x,
+                                                                 const float* __restrict__ res) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int64_t row = int64_t(blockIdx.x) * (kWarps / WPR) + warp / WPR;
+  const int sub = warp % WPR;
+  int seg = 0;
+  if constexpr (MODE == kMulti) {
+    const int64_t m0 = sg.w[0].m, m01 = m0 + sg.w[1].m;
+    seg = row < m0 ? 0 : row < m01 ? 1 : 2;
+    row -= seg == 0 ? 0 : seg == 1 ? m0 : m01;
+  }
+  // Copied by constant indices (a dynamic index would move sg to local memory).
+  QuantMatrix w = sg.w[0];
+  float* y = sg.y[0];
+  if (seg == 1) w = sg.w[1], y = sg.y[1];
+  if (seg == 2) w = sg.w[2], y = sg.y[2];
+  // (WPR > 1: the grid holds whole rows only, so a block never leaves here in part.)
+  if (seg >= sg.count || row >= w.m) return;
+  __shared__ uint4 stage[kWarps][stage_vecs<F>()];
+  float acc[N], acc2[N];
+#pragma unroll
+  for (int r = 0; r < N; ++r) acc[r] = acc2[r] = 0.0f;
+  row_partials<F, N, WPR>(w, row, x, stage[warp], lane, sub, acc);
+  if constexpr (MODE == kSwiGlu) row_partials<F, N, WPR>(sg.w[1], row, x, stage[warp], lane, sub, acc2);
+  __shared__ float partial[WPR > 1 ? N * kWarps : 1];
+  __shared__ float partial2[WPR > 1 && MODE == kSwiGlu ? N * kWarps : 1];
+  reduce_row<N, WPR>(acc, partial, lane, warp);
+  if constexpr (MODE == kSwiGlu) reduce_row<N, WPR>(acc2, partial2, lane, warp);
+  (void)partial2;
+  auto finish = [&](int r, float v, float v2) {
+    (void)v2;
+    const int64_t o = r * w.m + row;
+    if constexpr (MODE == kResidual) v = res[o] + v;
+    if constexpr (MODE == kSwiGlu) v = silu_f(v) * v2;
+    y[o] = v;
+  };
   if constexpr (WPR == 1) {
     if (lane == 0) {
 #pragma unroll
-      for (int r = 0; r < N; ++r) y[r * w.m + row] = acc[r];
+      for (int r = 0; r < N; ++r) finish(r, acc[r], acc2[r]);
     }
   } else {
     __syncthreads();
     if (threadIdx.x < N) {
-      float v = 0;
+      float v = 0, v2 = 0;
       for (int q = 0; q < WPR; ++q) v += partial[threadIdx.x * kWarps + q];
-      y[threadIdx.x * w.m + row] = v;
+      if constexpr (MODE == kSwiGlu)
+        for (int q = 0; q < WPR; ++q) v2 += partial2[threadIdx.x * kWarps + q];
+      finish(threadIdx.x, v, v2);
     }
   }
 }
@@ -300,29 +353,75 @@ bool block_per_row(int64_t m, int64_t k) {
   return k > int64_t(Fmt<F>::kChunk) * Fmt<F>::kValues && m < 16384 && (k >= 4096 || m < 4096);
 }
 
-template <QuantFormat F, int N>
-void launch_fn(const QuantMatrix& w, const float* x, float* y) {
-  if (block_per_row<F>(w.m, w.k)) {
-    quant_gemv_kernel<F, N, kWarps><<<static_cast<unsigned>(w.m), kWarps * 32, 0, stream()>>>(w, x, y);
+template <QuantFormat F, int N, int MODE>
+void launch_fn(const Segments& sg, const float* x, const float* res) {
+  int64_t rows = 0;
+  for (int i = 0; i < sg.count; ++i) rows += sg.w[i].m;
+  if (block_per_row<F>(sg.w[0].m, sg.w[0].k)) {
+    quant_gemv_kernel<F, N, kWarps, MODE><<<static_cast<unsigned>(rows), kWarps * 32, 0, stream()>>>(sg, x, res);
   } else {
-    const unsigned grid = static_cast<unsigned>((w.m + kWarps - 1) / kWarps);
-    quant_gemv_kernel<F, N, 1><<<grid, kWarps * 32, 0, stream()>>>(w, x, y);
+    const unsigned grid = static_cast<unsigned>((rows + kWarps - 1) / kWarps);
+    quant_gemv_kernel<F, N, 1, MODE><<<grid, kWarps * 32, 0, stream()>>>(sg, x, res);
   }
 }
 
-template <QuantFormat F>
-void launch_f(const QuantMatrix& w, const float* x, float* y, int64_t n) {
+template <QuantFormat F, int MODE>
+void launch_f(const Segments& sg, const float* x, const float* res, int64_t n) {
   switch (n) {
-    case 1: return launch_fn<F, 1>(w, x, y);
-    case 2: return launch_fn<F, 2>(w, x, y);
-    case 3: return launch_fn<F, 3>(w, x, y);
-    case 4: return launch_fn<F, 4>(w, x, y);
-    case 5: return launch_fn<F, 5>(w, x, y);
-    case 6: return launch_fn<F, 6>(w, x, y);
-    case 7: return launch_fn<F, 7>(w, x, y);
-    case 8: return launch_fn<F, 8>(w, x, y);
+    case 1: return launch_fn<F, 1, MODE>(sg, x, res);
+    case 2: return launch_fn<F, 2, MODE>(sg, x, res);
+    case 3: return launch_fn<F, 3, MODE>(sg, x, res);
+    case 4: return launch_fn<F, 4, MODE>(sg, x, res);
+    case 5: return launch_fn<F, 5, MODE>(sg, x, res);
+    case 6: return launch_fn<F, 6, MODE>(sg, x, res);
+    case 7: return launch_fn<F, 7, MODE>(sg, x, res);
+    case 8: return launch_fn<F, 8, MODE>(sg, x, res);
     default: fail(ErrorKind::Internal, "quantized gemv: ", n, " rows");
   }
+}
+
+template <int MODE>
+void launch_mode(const Segments& sg, const float* x, const float* res, int64_t n) {
+  const QuantMatrix& w = sg.w[0];
+  INGOT_CHECK(n >= 1 && n <= kGemvMaxRows && w.k % quant_block_values(w.format) == 0 &&
+                  (reinterpret_cast<uintptr_t>(x) & 15) == 0,
+              "quantized gemv: bad shape or alignment");
+  int64_t rows = 0;
+  for (int i = 0; i < sg.count; ++i) rows += sg.w[i].m;
+  if (rows == 0) return;
+  switch (w.format) {
+    case QuantFormat::Q8_0: launch_f<QuantFormat::Q8_0, MODE>(sg, x, res, n); break;
+    case QuantFormat::Q4_0: launch_f<QuantFormat::Q4_0, MODE>(sg, x, res, n); break;
+    case QuantFormat::Q4_1: launch_f<QuantFormat::Q4_1, MODE>(sg, x, res, n); break;
+    case QuantFormat::Affine4: launch_f<QuantFormat::Affine4, MODE>(sg, x, res, n); break;
+    case QuantFormat::Affine8: launch_f<QuantFormat::Affine8, MODE>(sg, x, res, n); break;
+    case QuantFormat::Q4_K: launch_f<QuantFormat::Q4_K, MODE>(sg, x, res, n); break;
+    case QuantFormat::Q5_K: launch_f<QuantFormat::Q5_K, MODE>(sg, x, res, n); break;
+    case QuantFormat::Q6_K: launch_f<QuantFormat::Q6_K, MODE>(sg, x, res, n); break;
+  }
+  CUDA_LAUNCH_OK();
+}
+
+bool block_per_row_of(const QuantMatrix& w) {
+  switch (w.format) {
+    case QuantFormat::Q8_0: return block_per_row<QuantFormat::Q8_0>(w.m, w.k);
+    case QuantFormat::Q4_0: return block_per_row<QuantFormat::Q4_0>(w.m, w.k);
+    case QuantFormat::Q4_1: return block_per_row<QuantFormat::Q4_1>(w.m, w.k);
+    case QuantFormat::Affine4: return block_per_row<QuantFormat::Affine4>(w.m, w.k);
+    case QuantFormat::Affine8: return block_per_row<QuantFormat::Affine8>(w.m, w.k);
+    case QuantFormat::Q4_K: return block_per_row<QuantFormat::Q4_K>(w.m, w.k);
+    case QuantFormat::Q5_K: return block_per_row<QuantFormat::Q5_K>(w.m, w.k);
+    case QuantFormat::Q6_K: return block_per_row<QuantFormat::Q6_K>(w.m, w.k);
+  }
+  return false;
+}
+
+Segments one(const QuantMatrix& w, float* y) {
+  Segments sg{};
+  sg.w[0] = w;
+  sg.y[0] = y;
+  sg.count = 1;
+  return sg;
 }
 
 unsigned grid_for(int64_t total) { return static_cast<unsigned>(std::clamp<int64_t>((total + 255) / 256, 1, 65535)); }
@@ -336,21 +435,41 @@ int64_t quant_block_values(QuantFormat f) {
 bool quant_gemv_supported(QuantFormat) { return true; }
 
 void launch_quant_gemv(const QuantMatrix& w, const float* x, float* y, int64_t n) {
-  INGOT_CHECK(n >= 1 && n <= kGemvMaxRows && w.k % quant_block_values(w.format) == 0 &&
-                  (reinterpret_cast<uintptr_t>(x) & 15) == 0,
-              "quantized gemv: bad shape or alignment");
-  if (w.m == 0) return;
-  switch (w.format) {
-    case QuantFormat::Q8_0: launch_f<QuantFormat::Q8_0>(w, x, y, n); break;
-    case QuantFormat::Q4_0: launch_f<QuantFormat::Q4_0>(w, x, y, n); break;
-    case QuantFormat::Q4_1: launch_f<QuantFormat::Q4_1>(w, x, y, n); break;
-    case QuantFormat::Affine4: launch_f<QuantFormat::Affine4>(w, x, y, n); break;
-    case QuantFormat::Affine8: launch_f<QuantFormat::Affine8>(w, x, y, n); break;
-    case QuantFormat::Q4_K: launch_f<QuantFormat::Q4_K>(w, x, y, n); break;
-    case QuantFormat::Q5_K: launch_f<QuantFormat::Q5_K>(w, x, y, n); break;
-    case QuantFormat::Q6_K: launch_f<QuantFormat::Q6_K>(w, x, y, n); break;
+  launch_mode<kPlain>(one(w, y), x, nullptr, n);
+}
+
+void launch_quant_gemv_residual(const QuantMatrix& w, const float* x, const float* res, float* y, int64_t n) {
+  launch_mode<kResidual>(one(w, y), x, res, n);
+}
+
+bool quant_gemv_pair_applies(const QuantMatrix& a, const QuantMatrix& b) {
+  return a.format == b.format && a.m == b.m && a.k == b.k && a.group_size == b.group_size;
+}
+
+void launch_quant_gemv_swiglu(const QuantMatrix& gate, const QuantMatrix& up, const float* x, float* y, int64_t n) {
+  INGOT_CHECK(quant_gemv_pair_applies(gate, up), "quantized swiglu: gate and up differ in format or shape");
+  Segments sg = one(gate, y);
+  sg.w[1] = up;  // read by the SwiGLU epilogue; the grid covers gate's rows only
+  launch_mode<kSwiGlu>(sg, x, nullptr, n);
+}
+
+bool quant_gemv_multi_applies(const QuantMatrix* w, int count) {
+  if (count < 1 || count > 3) return false;
+  for (int i = 0; i < count; ++i)
+    if (w[i].format != w[0].format || w[i].k != w[0].k || w[i].m <= 0 || block_per_row_of(w[i]) != block_per_row_of(w[0]))
+      return false;
+  return true;
+}
+
+void launch_quant_gemv_multi(const QuantMatrix* w, float* const* y, int count, const float* x, int64_t n) {
+  INGOT_CHECK(quant_gemv_multi_applies(w, count), "quantized multi gemv: weights differ in format, width or layout");
+  Segments sg{};
+  for (int i = 0; i < count; ++i) {
+    sg.w[i] = w[i];
+    sg.y[i] = y[i];
   }
-  CUDA_LAUNCH_OK();
+  sg.count = count;
+  launch_mode<kMulti>(sg, x, nullptr, n);
 }
 
 void launch_quant_dequant_rows(const QuantMatrix& w, int64_t r0, int64_t rows, void* out, DType out_dtype) {

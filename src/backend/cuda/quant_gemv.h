@@ -36,6 +36,14 @@ bool quant_gemv_supported(QuantFormat f);
 
 // y[n, m] = x[n, k] · Wᵀ for 1 <= n <= 8 (x float32, contiguous, 16-byte aligned).
 void launch_quant_gemv(const QuantMatrix& w, const float* x, float* y, int64_t n);
+// Fused decode forms, each equal bit for bit to the separate ops: y = res + x·Wᵀ;
+// y = silu(x·Gᵀ) * (x·Uᵀ) (G and U of one format and shape: quant_gemv_pair_applies);
+// and up to three weights of one format and width on one x (q/k/v) in one launch.
+void launch_quant_gemv_residual(const QuantMatrix& w, const float* x, const float* res, float* y, int64_t n);
+bool quant_gemv_pair_applies(const QuantMatrix& gate, const QuantMatrix& up);
+void launch_quant_gemv_swiglu(const QuantMatrix& gate, const QuantMatrix& up, const float* x, float* y, int64_t n);
+bool quant_gemv_multi_applies(const QuantMatrix* w, int count);
+void launch_quant_gemv_multi(const QuantMatrix* w, float* const* y, int count, const float* x, int64_t n);
 // Rows [r0, r0 + rows) of W dequantized into out [rows, k] (F32 or BF16).
 void launch_quant_dequant_rows(const QuantMatrix& w, int64_t r0, int64_t rows, void* out, DType out_dtype);
 // out[i, :] = row ids[i] of W as float32; ids outside [0, m) give zero rows.

@@ -150,6 +150,64 @@ Tensor quant_linear(const Tensor& x_in, const Weight& w, const Tensor* bias) {
   return y;
 }
 
+namespace {
+
+bool is_quant(const Weight& w) { return w.is_affine() || is_quantized(w.dtype()); }
+
+// x as the fused GEMVs take it: float32, contiguous, aligned, on the GPU, 1..8 rows of width k.
+bool fused_x_fits(const Tensor& x, int64_t k) {
+  return gemv_enabled() && x.device() == Device::CUDA && x.dtype() == DType::F32 && x.is_contiguous() &&
+         x.ndim() >= 1 && x.dim(-1) == k && x.numel() / k >= 1 && x.numel() / k <= kGemvMaxRows &&
+         aligned16(x.raw());
+}
+
+Tensor out_like(const Tensor& x, int64_t m) {
+  std::vector<int64_t> shape = x.shape().vec();
+  shape.back() = m;
+  return Tensor::empty(Shape(shape), DType::F32, Device::CUDA);
+}
+
+}  // namespace
+
+Tensor quant_linear_residual(const Tensor& x, const Weight& w, const Tensor& residual) {
+  if (!is_quant(w)) return Tensor();
+  const QuantMatrix q = view_of(w);
+  if (!fused_x_fits(x, q.k) || residual.device() != Device::CUDA || residual.dtype() != DType::F32 ||
+      !residual.is_contiguous() || residual.numel() != x.numel() / q.k * q.m)
+    return Tensor();
+  Tensor y = Tensor::empty(residual.shape(), DType::F32, Device::CUDA);
+  launch_quant_gemv_residual(q, x.data<float>(), residual.data<float>(), y.data<float>(), x.numel() / q.k);
+  return y;
+}
+
+Tensor quant_swiglu_linear(const Tensor& x, const Weight& gate, const Weight& up) {
+  if (!is_quant(gate) || !is_quant(up)) return Tensor();
+  const QuantMatrix g = view_of(gate), u = view_of(up);
+  if (!fused_x_fits(x, g.k) || !quant_gemv_pair_applies(g, u)) return Tensor();
+  Tensor y = out_like(x, g.m);
+  launch_quant_gemv_swiglu(g, u, x.data<float>(), y.data<float>(), x.numel() / g.k);
+  return y;
+}
+
+std::vector<Tensor> quant_linear_many(const Tensor& x, const std::vector<const Weight*>& w) {
+  if (w.empty() || w.size() > 3) return {};
+  QuantMatrix q[3];
+  for (size_t i = 0; i < w.size(); ++i) {
+    if (!is_quant(*w[i])) return {};
+    q[i] = view_of(*w[i]);
+  }
+  const int count = static_cast<int>(w.size());
+  if (!fused_x_fits(x, q[0].k) || !quant_gemv_multi_applies(q, count)) return {};
+  std::vector<Tensor> out;
+  float* y[3] = {nullptr, nullptr, nullptr};
+  for (int i = 0; i < count; ++i) {
+    out.push_back(out_like(x, q[i].m));
+    y[i] = out.back().data<float>();
+  }
+  launch_quant_gemv_multi(q, y, count, x.data<float>(), x.numel() / q[0].k);
+  return out;
+}
+
 Tensor quant_embedding(const Weight& table, const Tensor& ids_in) {
   const QuantMatrix q = view_of(table);
   if (ids_in.dtype() != DType::I32) fail(ErrorKind::InvalidArgument, "embedding ids must be int32");

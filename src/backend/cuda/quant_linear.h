@@ -1,6 +1,8 @@
 // Linear and embedding over quantized weights on CUDA (quant_linear.cpp):
 // the backend's linear / embedding hand quantized weights here.
 #pragma once
+#include <vector>
+
 #include "ops/weight.h"
 #include "tensor/tensor.h"
 
@@ -11,5 +13,12 @@ namespace ingot::cuda {
 Tensor quant_linear(const Tensor& x, const Weight& w, const Tensor* bias);
 // The rows `ids` of a quantized table, dequantized to float32 [n, cols].
 Tensor quant_embedding(const Weight& table, const Tensor& ids);
+
+// The fused decode GEMVs (no biases, n <= 8 rows of float32 x on the GPU);
+// each returns an undefined Tensor where it does not apply, and the caller
+// runs the separate ops. Results equal the separate ops bit for bit.
+Tensor quant_linear_residual(const Tensor& x, const Weight& w, const Tensor& residual);
+Tensor quant_swiglu_linear(const Tensor& x, const Weight& gate, const Weight& up);
+std::vector<Tensor> quant_linear_many(const Tensor& x, const std::vector<const Weight*>& w);
 
 }  // namespace ingot::cuda

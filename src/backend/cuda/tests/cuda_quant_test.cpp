@@ -113,19 +113,19 @@ struct Case {
 
 // Widths: 320 = 10 blocks of 32 (one partial chunk), 2112 = 66 blocks (three
 // chunks, the last partial), 512 / 2304 for the 256-value K formats.
-std::vector<Case> cases(int64_t rows, bool wide) {
+std::vector<Case> cases(int64_t rows, bool wide, uint32_t seed = 0) {
   const int64_t k32 = wide ? 2112 : 320, k256 = wide ? 2304 : 512;
   std::vector<Case> c;
-  c.push_back({"q8_0", random_blocks(DType::Q8_0, rows, k32, 1), false});
-  c.push_back({"q4_0", random_blocks(DType::Q4_0, rows, k32, 2), false});
-  c.push_back({"q4_1", random_blocks(DType::Q4_1, rows, k32, 3), false});
-  c.push_back({"q4_k", random_blocks(DType::Q4_K, rows, k256, 4), false});
-  c.push_back({"q5_k", random_blocks(DType::Q5_K, rows, k256, 5), false});
-  c.push_back({"q6_k", random_blocks(DType::Q6_K, rows, k256, 6), false});
-  c.push_back({"affine4_g32", random_affine(4, 32, rows, k32, 7), false});
-  c.push_back({"affine4_g64_nobias", random_affine(4, 64, rows, wide ? 2048 : 320 * 2, 8, false), false});
-  c.push_back({"affine8_g64", random_affine(8, 64, rows, wide ? 2048 : 640, 9), true});
-  c.push_back({"affine8_g32", random_affine(8, 32, rows, k32, 10), true});
+  c.push_back({"q8_0", random_blocks(DType::Q8_0, rows, k32, seed + 1), false});
+  c.push_back({"q4_0", random_blocks(DType::Q4_0, rows, k32, seed + 2), false});
+  c.push_back({"q4_1", random_blocks(DType::Q4_1, rows, k32, seed + 3), false});
+  c.push_back({"q4_k", random_blocks(DType::Q4_K, rows, k256, seed + 4), false});
+  c.push_back({"q5_k", random_blocks(DType::Q5_K, rows, k256, seed + 5), false});
+  c.push_back({"q6_k", random_blocks(DType::Q6_K, rows, k256, seed + 6), false});
+  c.push_back({"affine4_g32", random_affine(4, 32, rows, k32, seed + 7), false});
+  c.push_back({"affine4_g64_nobias", random_affine(4, 64, rows, wide ? 2048 : 320 * 2, seed + 8, false), false});
+  c.push_back({"affine8_g64", random_affine(8, 64, rows, wide ? 2048 : 640, seed + 9), true});
+  c.push_back({"affine8_g32", random_affine(8, 32, rows, k32, seed + 10), true});
   return c;
 }
 
@@ -223,4 +223,32 @@ TEST_F(CudaQuant, BadShapesAndFormatsFailClearly) {
   EXPECT_THROW(ops::linear(randn({1, 64}, 19).to(Device::CUDA), no_scales), Error);
   // A quantized weight left on the host.
   EXPECT_THROW(ops::linear(randn({1, 64}, 19).to(Device::CUDA), random_blocks(DType::Q8_0, 8, 64, 20)), Error);
+}
+
+// The fused decode forms (residual epilogue, gate/up with SwiGLU, q/k/v in one
+// launch) equal the separate ops bit for bit, for every format, in both row
+// layouts (one chunk per row: a warp each; wide rows: a block each).
+TEST_F(CudaQuant, FusedDecodeFormsAreExact) {
+  for (bool wide : {false, true}) {
+    const int64_t m = wide ? 40 : 70, m_kv = wide ? 24 : 30;
+    std::vector<Case> a = cases(m, wide), b = cases(m, wide, 100), kv = cases(m_kv, wide, 200);
+    for (size_t i = 0; i < a.size(); ++i) {
+      const Weight wa = to_gpu(a[i].w), wb = to_gpu(b[i].w), wk = to_gpu(kv[i].w);
+      const std::string name = a[i].name + (wide ? " wide" : "");
+      for (int64_t n : {1, 3, 8}) {
+        Tensor x = randn({n, a[i].w.cols()}, static_cast<uint32_t>(300 + n)).to(Device::CUDA);
+        Tensor res = randn({n, m}, static_cast<uint32_t>(400 + n)).to(Device::CUDA);
+        const Tensor ya = ops::linear(x, wa), yb = ops::linear(x, wb), yk = ops::linear(x, wk);
+        EXPECT_EQ(ops::linear_residual(x, wa, nullptr, res).to_f32_vector(), ops::add(res, ya).to_f32_vector())
+            << name << " n=" << n;
+        EXPECT_EQ(ops::glu_linear(GluOp::SwiGlu, x, wa, wb).to_f32_vector(), ops::swiglu(ya, yb).to_f32_vector())
+            << name << " n=" << n;
+        std::vector<Tensor> many = ops::linear_many(x, {&wa, &wk, &wb});
+        ASSERT_EQ(many.size(), 3u);
+        EXPECT_EQ(many[0].to_f32_vector(), ya.to_f32_vector()) << name << " n=" << n;
+        EXPECT_EQ(many[1].to_f32_vector(), yk.to_f32_vector()) << name << " n=" << n;
+        EXPECT_EQ(many[2].to_f32_vector(), yb.to_f32_vector()) << name << " n=" << n;
+      }
+    }
+  }
 }

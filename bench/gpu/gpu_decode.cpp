@@ -1,6 +1,7 @@
-// Batch-1 prefill / decode speed of a random-weight Llama-shaped bf16 model
-// on the GPU, plus the device copy bandwidth the decode roofline needs.
-//   gpu_decode [--shape 1b|8b] [--pp 512] [--tg 128] [--reps 3] [--depth N] [--kv KIND]
+// Batch-1 prefill / decode speed of a random-weight Llama-shaped bf16 (or,
+// with --quant q4_0, Q4_0) model on the GPU, plus the device copy bandwidth
+// the decode roofline needs.
+//   gpu_decode [--shape 135m|1b|8b] [--pp 512] [--tg 128] [--reps 3] [--depth N] [--kv KIND] [--quant q4_0]
 // --kv picks the KV store (contiguous by default; paged, paged-direct, kv8 and
 // kv4 run the plain decode only: graph replay needs the contiguous store).
 // Prints pp/tg tok/s (median of reps after one warm-up, timed around
@@ -27,6 +28,7 @@ using namespace ingot;
 namespace {
 
 std::string g_kv = "contiguous";  // --kv
+bool g_q4_0 = false;              // --quant q4_0: every matrix (embedding included) Q4_0
 
 struct Shape3 {
   int64_t hidden, layers, heads, kv_heads, head_dim, inter, vocab;
@@ -34,9 +36,10 @@ struct Shape3 {
 };
 
 Shape3 shape_for(const std::string& name) {
+  if (name == "135m") return {576, 30, 9, 3, 64, 1536, 49152, true};  // SmolLM2-135M
   if (name == "1b") return {2048, 16, 32, 8, 64, 8192, 128256, true};
   if (name == "8b") return {4096, 32, 32, 8, 128, 14336, 128256, false};
-  fail(ErrorKind::InvalidArgument, "--shape must be 1b or 8b, got ", name);
+  fail(ErrorKind::InvalidArgument, "--shape must be 135m, 1b or 8b, got ", name);
 }
 
 std::string config_json(const Shape3& s) {
@@ -62,6 +65,14 @@ class RandomSource final : public WeightSource {
   Weight matrix(const std::string& name) const override {
     auto [rows, cols] = dims(name);
     Weight w;
+    if (g_q4_0) {
+      w.data = Tensor::empty({rows, cols}, DType::Q4_0, Device::CUDA);
+      // d * (q - 8) spans about the bf16 weights' [-0.03, 0.03].
+      if (!fill_random_q4_0(w.data.raw(), rows * cols / 32, ++seed_, 0.03f / 8, cuda::stream()))
+        fail(ErrorKind::Internal, "fill kernel failed");
+      bytes_ += w.nbytes();
+      return w;
+    }
     w.data = Tensor::empty({rows, cols}, DType::BF16, Device::CUDA);
     // Small weights keep the random activations finite through every layer.
     if (!fill_random_bf16(w.data.raw(), rows * cols, ++seed_, 0.03f, cuda::stream()))
@@ -148,12 +159,14 @@ double run_prefill(Model& m, int64_t pp) {
   return now_s() - t0;
 }
 
-// Bandwidth of one linear() at n = 1 over a bf16 weight of [m, k] (the
-// decode GEMV unless INGOT_CUDA_GEMV=0): weight bytes read per second.
+// Bandwidth of one linear() at n = 1 over a bf16 (or Q4_0) weight of [m, k]
+// (the decode GEMV unless INGOT_CUDA_GEMV=0): weight bytes read per second.
 double linear_bandwidth(int64_t m, int64_t k) {
   Weight w;
-  w.data = Tensor::empty({m, k}, DType::BF16, Device::CUDA);
-  if (!fill_random_bf16(w.data.raw(), m * k, 99, 0.03f, cuda::stream())) fail(ErrorKind::Internal, "fill");
+  w.data = Tensor::empty({m, k}, g_q4_0 ? DType::Q4_0 : DType::BF16, Device::CUDA);
+  const bool ok = g_q4_0 ? fill_random_q4_0(w.data.raw(), m * k / 32, 99, 0.03f / 8, cuda::stream())
+                         : fill_random_bf16(w.data.raw(), m * k, 99, 0.03f, cuda::stream());
+  if (!ok) fail(ErrorKind::Internal, "fill");
   Tensor x = Tensor::from_f32(std::vector<float>(static_cast<size_t>(k), 0.5f), {1, k}).to(Device::CUDA);
   for (int i = 0; i < 3; ++i) ops::linear(x, w);
   cudaEvent_t e0, e1;
@@ -241,8 +254,10 @@ int main(int argc, char** argv) {
     else if (a == "--reps") reps = std::stoll(next());
     else if (a == "--depth") depth = std::stoll(next());
     else if (a == "--kv") g_kv = next();
+    else if (a == "--quant" && next() == "q4_0") g_q4_0 = true;
     else {
-      std::fprintf(stderr, "usage: gpu_decode [--shape 1b|8b] [--pp N] [--tg N] [--reps N] [--depth N] [--kv KIND]\n");
+      std::fprintf(stderr, "usage: gpu_decode [--shape 135m|1b|8b] [--pp N] [--tg N] [--reps N] [--depth N] "
+                           "[--kv KIND] [--quant q4_0]\n");
       return 2;
     }
   }
@@ -259,7 +274,8 @@ int main(int argc, char** argv) {
     auto model = build_model(cfg, src, opt);
     cuda::synchronize();
     const double wbytes = static_cast<double>(model->weight_bytes());
-    std::printf("shape %s: %.2f GB of bf16 weights, built in %.1f s\n", shape.c_str(), wbytes / 1e9, now_s() - tl);
+    std::printf("shape %s: %.2f GB of %s weights, built in %.1f s\n", shape.c_str(), wbytes / 1e9,
+                g_q4_0 ? "q4_0" : "bf16", now_s() - tl);
 
     const double bw = copy_bandwidth();
     // Decode reads every weight once per token (tied embeddings: the table once, as the lm head).
@@ -303,7 +319,8 @@ int main(int argc, char** argv) {
     }
     for (auto [m, k] : {std::pair<int64_t, int64_t>{s.kv_heads * s.head_dim, s.hidden}, {s.inter, s.hidden},
                         {s.hidden, s.inter}, {s.vocab, s.hidden}})
-      std::printf("linear n=1 [%lld x %lld] bf16: %.0f GB/s of weights\n", (long long)m, (long long)k,
+      std::printf("linear n=1 [%lld x %lld] %s: %.0f GB/s of weights\n", (long long)m, (long long)k,
+                  g_q4_0 ? "q4_0" : "bf16",
                   linear_bandwidth(m, k) / 1e9);
     auto ms = cuda::memory_stats();
     std::printf("device memory peak %.2f GB\n", ms.peak_bytes / 1e9);

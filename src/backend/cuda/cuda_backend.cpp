@@ -1,6 +1,7 @@
 // CudaBackend: adapts Tensors to the kernels and cuBLAS. Activations are
 // float32 (as on the CPU); bf16/f16 weights run through cuBLAS with the
-// activations rounded to the weight type and float32 accumulation.
+// activations rounded to the weight type and float32 accumulation; quantized
+// weights go to quant_linear.cpp.
 #include "backend/cuda/cuda_backend.h"
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/quant_linear.h"
 #include "backend/cuda/runtime.h"
 #include "ops/backend.h"
 #include "tensor/tensor.h"
@@ -62,9 +64,7 @@ class CudaBackend final : public Backend {
   DType activation_dtype(DType) const override { return DType::F32; }
 
   Tensor linear(const Tensor& x_in, const Weight& w, const Tensor* bias) override {
-    if (w.is_affine() || is_quantized(w.dtype()))
-      fail(ErrorKind::Unsupported, "CUDA kernels for ", w.is_affine() ? "affine" : dtype_name(w.dtype()),
-           " weights are not available");
+    if (w.is_affine() || is_quantized(w.dtype())) return quant_linear(x_in, w, bias);
     Tensor x = dev_f32(x_in);
     const int64_t k = x.dim(-1), n = rows_of(x), m = w.rows();
     if (w.cols() != k) fail(ErrorKind::BadFormat, "linear: input width ", k, " vs weight ", w.data.describe());
@@ -88,6 +88,8 @@ class CudaBackend final : public Backend {
 
   // The decode GEMV with the residual add in its epilogue (one launch instead of two).
   Tensor linear_residual(const Tensor& x_in, const Weight& w, const Tensor* bias, const Tensor& residual) override {
+    if (!(bias && bias->defined()))
+      if (Tensor y = quant_linear_residual(x_in, w, residual); y.defined()) return y;
     if (!(bias && bias->defined()) && gemv_fits(x_in, w) && residual.device() == Device::CUDA &&
         residual.dtype() == DType::F32 && residual.is_contiguous() && residual.numel() == rows_of(x_in) * w.rows()) {
       Tensor x = dev_f32(x_in);
@@ -103,6 +105,8 @@ class CudaBackend final : public Backend {
   // Gate and up read in one GEMV launch that also applies SwiGLU.
   Tensor glu_linear(GluOp op, const Tensor& x_in, const Weight& gate, const Weight& up, const Tensor* gb,
                     const Tensor* ub) override {
+    if (op == GluOp::SwiGlu && !(gb && gb->defined()) && !(ub && ub->defined()))
+      if (Tensor y = quant_swiglu_linear(x_in, gate, up); y.defined()) return y;
     if (op == GluOp::SwiGlu && !(gb && gb->defined()) && !(ub && ub->defined()) && gemv_fits(x_in, gate) &&
         gemv_fits(x_in, up) && gate.rows() == up.rows() && gate.data.stride(0) == up.data.stride(0)) {
       Tensor x = dev_f32(x_in);
@@ -120,6 +124,9 @@ class CudaBackend final : public Backend {
   // q/k/v (or any weights on one input) in one GEMV launch when each would take the GEMV alone.
   std::vector<Tensor> linear_many(const Tensor& x_in, const std::vector<const Weight*>& w,
                                   const std::vector<const Tensor*>& bias) override {
+    const bool no_bias = std::none_of(bias.begin(), bias.end(), [](const Tensor* b) { return b && b->defined(); });
+    if (fuse_qkv() && no_bias)
+      if (std::vector<Tensor> y = quant_linear_many(x_in, w); !y.empty()) return y;
     GemvSegments seg{};
     bool fused = fuse_qkv() && !w.empty() && w.size() <= 3;
     for (size_t i = 0; fused && i < w.size(); ++i) {
@@ -182,8 +189,7 @@ class CudaBackend final : public Backend {
   }
 
   Tensor embedding(const Weight& table, const Tensor& ids_in) override {
-    if (table.is_affine() || is_quantized(table.dtype()))
-      fail(ErrorKind::Unsupported, "CUDA embedding for quantized tables is not available");
+    if (table.is_affine() || is_quantized(table.dtype())) return quant_embedding(table, ids_in);
     Tensor ids = ids_in.to(Device::CUDA).contiguous();
     const int64_t n = ids.numel(), d = table.cols();
     Tensor out = Tensor::empty({n, d}, DType::F32, Device::CUDA);

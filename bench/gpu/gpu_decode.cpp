@@ -1,21 +1,24 @@
-// Batch-1 prefill / decode speed of a random-weight Llama-shaped bf16 (or,
-// with --quant q4_0, Q4_0) model on the GPU, plus the device copy bandwidth
-// the decode roofline needs.
+// Prefill / decode speed of a random-weight Llama-shaped bf16 (or, with
+// --quant q4_0, Q4_0) model on the GPU, plus the device copy bandwidth the
+// decode roofline needs.
 //   gpu_decode [--shape 135m|1b|8b] [--pp 512] [--tg 128] [--reps 3] [--depth N] [--kv KIND] [--quant q4_0]
+//              [--batch N]
+// --batch N > 1 decodes N sequences together instead (batch_decode.h); the
+// default, 1, prints the batch-1 figures below.
 // --kv picks the KV store (contiguous by default; paged, paged-direct, kv8 and
 // kv4 run the plain decode only: graph replay needs the contiguous store).
 // Prints pp/tg tok/s (median of reps after one warm-up, timed around
 // cudaStreamSynchronize) and the roofline: copy bandwidth / bytes per token.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/runtime.h"
+#include "batch_decode.h"
+#include "bench_util.h"
 #include "gpu_fill.h"
 #include "models/model.h"
 #include "ops/ops.h"
@@ -24,6 +27,9 @@
 #include "util/error.h"
 
 using namespace ingot;
+using bench::median;
+using bench::now_s;
+using bench::random_tokens;
 
 namespace {
 
@@ -104,15 +110,6 @@ class RandomSource final : public WeightSource {
   mutable size_t bytes_ = 0;
 };
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 // Device-to-device copy of a 1 GiB buffer; bytes read + written per second.
 double copy_bandwidth() {
   const size_t bytes = size_t(1) << 30;
@@ -136,14 +133,6 @@ double copy_bandwidth() {
   CUDA_OK(cudaFree(a));
   CUDA_OK(cudaFree(b));
   return median(rates);
-}
-
-std::vector<int32_t> random_tokens(int64_t n, int64_t vocab, uint32_t seed) {
-  std::mt19937 g(seed);
-  std::uniform_int_distribution<int32_t> d(0, static_cast<int32_t>(vocab - 1));
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (auto& x : t) x = d(g);
-  return t;
 }
 
 // One prefill of `pp` tokens into a fresh cache; seconds.
@@ -241,27 +230,38 @@ double run_decode_graph(Model& m, int64_t tg, int64_t depth, double* enqueue_s, 
 
 int main(int argc, char** argv) {
   std::string shape = "1b";
-  int64_t pp = 512, tg = 128, reps = 3, depth = 0;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) fail(ErrorKind::InvalidArgument, a, " needs a value");
-      return argv[++i];
-    };
-    if (a == "--shape") shape = next();
-    else if (a == "--pp") pp = std::stoll(next());
-    else if (a == "--tg") tg = std::stoll(next());
-    else if (a == "--reps") reps = std::stoll(next());
-    else if (a == "--depth") depth = std::stoll(next());
-    else if (a == "--kv") g_kv = next();
-    else if (a == "--quant" && next() == "q4_0") g_q4_0 = true;
-    else {
-      std::fprintf(stderr, "usage: gpu_decode [--shape 135m|1b|8b] [--pp N] [--tg N] [--reps N] [--depth N] "
-                           "[--kv KIND] [--quant q4_0]\n");
-      return 2;
-    }
-  }
+  int64_t pp = 512, tg = 128, reps = 3, depth = 0, batch = 1;
+  // Positions the random model accepts (its max_position_embeddings).
+  constexpr int64_t kMaxTokens = 131072;
   try {
+    for (int i = 1; i < argc; ++i) {
+      std::string a = argv[i];
+      auto next = [&]() -> std::string {
+        if (i + 1 >= argc) fail(ErrorKind::InvalidArgument, a, " needs a value");
+        return argv[++i];
+      };
+      if (a == "--shape") shape = next();
+      else if (a == "--pp") pp = bench::parse_count(a, next(), 1, kMaxTokens);
+      else if (a == "--tg") tg = bench::parse_count(a, next(), 1, kMaxTokens);
+      else if (a == "--reps") reps = bench::parse_count(a, next(), 1, 1000);
+      else if (a == "--depth") depth = bench::parse_count(a, next(), 0, kMaxTokens);
+      else if (a == "--batch") batch = bench::parse_count(a, next(), 1, bench::kMaxBatch);
+      else if (a == "--kv") g_kv = next();
+      else if (a == "--quant") {
+        if (next() != "q4_0") fail(ErrorKind::InvalidArgument, "--quant takes q4_0");
+        g_q4_0 = true;
+      } else {
+        std::fprintf(stderr,
+                     "usage: gpu_decode [--shape 135m|1b|8b] [--pp N] [--tg N] [--reps N] [--depth N] [--kv KIND] "
+                     "[--quant q4_0] [--batch N]\n");
+        return 2;
+      }
+    }
+    // Batched sequences decode after their prompt: --depth tokens, else --pp.
+    const int64_t context = batch > 1 && depth == 0 ? pp : depth;
+    if (context + tg + 2 > kMaxTokens)
+      fail(ErrorKind::InvalidArgument, "context ", context, " + --tg ", tg, " passes the model's ", kMaxTokens,
+           " positions");
     runtime::init_backends();
     if (!cuda::available()) fail(ErrorKind::Unsupported, "no CUDA device");
     const Shape3 s = shape_for(shape);
@@ -282,6 +282,18 @@ int main(int argc, char** argv) {
     std::printf("device copy bandwidth (read+write): %.0f GB/s -> decode roofline %.0f tok/s\n", bw / 1e9,
                 bw / wbytes);
 
+    if (batch > 1) {
+      bench::BatchDecodeArgs ba;
+      ba.batch = batch;
+      ba.context = context;
+      ba.tg = tg;
+      ba.reps = reps;
+      ba.kv = g_kv;
+      ba.copy_bandwidth = bw;
+      bench::run_batch_decode(*model, ba);
+      std::printf("device memory peak %.2f GB\n", cuda::memory_stats().peak_bytes / 1e9);
+      return 0;
+    }
     run_prefill(*model, pp);  // warm-up (cuBLAS heuristics, allocator)
     std::vector<double> tp, td;
     for (int64_t r = 0; r < reps; ++r) tp.push_back(run_prefill(*model, pp));

@@ -18,6 +18,16 @@ class ContiguousLayerCache final : public LayerCache {
   Tensor attend_upto(const Tensor& q, AttnParams p, const Tensor& kv_len) const override;
   void advance(int64_t n) override;
 
+  // For kv/batched_rows: the store's shape and buffers ([capacity, KVH, D];
+  // undefined before the first append or reserve), and room for `tokens`
+  // (may move storage, as append does).
+  const LayerSpec& spec() const { return spec_; }
+  DType dtype() const { return dtype_; }
+  Device device() const { return device_; }
+  const Tensor& keys() const { return k_; }
+  const Tensor& values() const { return v_; }
+  void make_room(int64_t tokens) { reserve(tokens); }
+
  private:
   void reserve(int64_t tokens);
   LayerSpec spec_;

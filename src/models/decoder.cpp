@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "kv/batched_rows.h"
 #include "models/common.h"
 #include "ops/ops.h"
 #include "util/error.h"
@@ -126,6 +127,14 @@ Tensor DecoderModel::attention_block(const Layer& L, int li, const Tensor& h, co
   AttnParams ap;
   ap.scale = 1.0f / std::sqrt(static_cast<float>(D));
   ap.window = cache_layout()[static_cast<size_t>(li)].window;
+  // A decode step (one token per sequence): the KV layer writes and attends
+  // all rows in one launch each where its stores allow; else one sequence at a time.
+  if (static_cast<int64_t>(in.seqs.size()) == N) {
+    std::vector<kv::LayerCache*> layers;
+    for (const SeqInput& s : in.seqs) layers.push_back(&s.cache->layer(li));
+    Tensor o = kv::append_attend_rows(layers, q, k, v, positions, in.step ? &in.step->kv_lens : nullptr, ap);
+    if (o.defined()) return o.reshape({N, H * D});
+  }
   std::vector<Tensor> outs;
   int64_t row = 0;
   for (size_t si = 0; si < in.seqs.size(); ++si) {

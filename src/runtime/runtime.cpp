@@ -8,6 +8,7 @@
 
 #if defined(INGOT_HAVE_CUDA)
 #include "backend/cuda/cuda_backend.h"
+#include "kv/contiguous_cuda.h"
 #include "kv/paged_cuda.h"
 #elif defined(INGOT_CUDA_MODULE)
 #include "runtime/cuda_module.h"
@@ -20,7 +21,10 @@ void init_backends() {
   quant::install_cpu_kernels();
 #ifdef INGOT_HAVE_CUDA
   cuda::try_install();
-  if (cuda::available()) kv::install_paged_cuda();
+  if (cuda::available()) {
+    kv::install_paged_cuda();
+    kv::install_rows_cuda();
+  }
 #endif
 }
 

@@ -126,32 +126,28 @@ struct DenseKV {
 // Bytes of shared memory after `floats` floats where a tile's value rows start (aligned for any VRow).
 __host__ __device__ constexpr size_t vrow_offset(size_t floats) { return (floats * sizeof(float) + 15) / 16 * 16; }
 
+// One block's work: query head row `qh` [d] at position qpos against keys
+// [0, s) of KV head kh, share `split` of `splits` of the key range; writes
+// the output row `o` [dv], or with splits > 1 the partials `ml` [2] and
+// `part` [dv] of its slot. Shared by attention_kernel and the batched-rows
+// kernel (batched_rows.cu), so both do the same arithmetic in the same order.
 template <class KV>
-__global__ void attention_kernel(const float* q, KV kv, float* out, int64_t h, int64_t d,
-                                 int64_t s, int64_t kvh, int64_t dv, AttnParams p, float* part_ml,
-                                 float* part_acc) {
-  extern __shared__ __align__(16) float smem[];
+__device__ __forceinline__ void attend_block(const float* qh, const KV& kv, float* o, int64_t kh, int64_t d,
+                                             int64_t dv, int64_t s, int64_t qpos, const AttnParams& p,
+                                             int64_t splits, int64_t split, float* ml, float* part, float* smem) {
   float* qs = smem;         // [d]
   float* ps = smem + d;     // [kTile]
   float* red = ps + kTile;  // [kTile / 32]
   using VRow = typename KV::VRow;
   VRow* vr = reinterpret_cast<VRow*>(reinterpret_cast<char*>(smem) + vrow_offset(d + kTile + kTile / 32));  // [kTile]
-  const int64_t i = blockIdx.x / h, hh = blockIdx.x % h, kh = hh / (h / kvh);
-  if (p.kv_len) {
-    // Graph-replayed step: the key count lives on the device; the queries are the last rows.
-    s = min(s, static_cast<int64_t>(*p.kv_len));
-    p.q_offset = s - static_cast<int64_t>(gridDim.x / h);
-  }
-  const int64_t qpos = p.q_offset + i;
   int64_t hi = p.causal ? min(s - 1, qpos) : s - 1;
   const int64_t lo_all = p.window > 0 ? max(static_cast<int64_t>(0), qpos - p.window + 1) : 0;
-  // This block's share of [lo_all, hi]: split blockIdx.y of gridDim.y.
-  const int64_t splits = gridDim.y, chunk = (hi - lo_all + splits) / splits;
-  const int64_t lo = lo_all + blockIdx.y * chunk;
+  // This block's share of [lo_all, hi]: split `split` of `splits`.
+  const int64_t chunk = (hi - lo_all + splits) / splits;
+  const int64_t lo = lo_all + split * chunk;
   const int64_t hi_all = hi;
   hi = min(hi_all, lo + chunk - 1);
-  float* o = out + (i * h + hh) * dv;
-  for (int64_t c = threadIdx.x; c < d; c += blockDim.x) qs[c] = q[(i * h + hh) * d + c];
+  for (int64_t c = threadIdx.x; c < d; c += blockDim.x) qs[c] = qh[c];
   __syncthreads();
   float acc[kMaxDvPerThread] = {0, 0, 0, 0};
   float m = -INFINITY, l = 0;
@@ -191,15 +187,14 @@ __global__ void attention_kernel(const float* q, KV kv, float* out, int64_t h, i
     __syncthreads();
   }
   if (splits > 1) {
-    const int64_t slot = (i * h + hh) * splits + blockIdx.y;
     if (threadIdx.x == 0) {
-      part_ml[2 * slot] = m;
-      part_ml[2 * slot + 1] = l;
+      ml[0] = m;
+      ml[1] = l;
     }
     for (int r = 0; r < kMaxDvPerThread; ++r) {
       int64_t c = threadIdx.x + r * kTile;
       if (c >= dv) break;
-      part_acc[slot * dv + c] = acc[r];
+      part[c] = acc[r];
     }
     return;
   }
@@ -208,6 +203,23 @@ __global__ void attention_kernel(const float* q, KV kv, float* out, int64_t h, i
     if (c >= dv) break;
     o[c] = l > 0 ? acc[r] / l : 0.0f;
   }
+}
+
+template <class KV>
+__global__ void attention_kernel(const float* q, KV kv, float* out, int64_t h, int64_t d,
+                                 int64_t s, int64_t kvh, int64_t dv, AttnParams p, float* part_ml,
+                                 float* part_acc) {
+  extern __shared__ __align__(16) float smem[];
+  const int64_t i = blockIdx.x / h, hh = blockIdx.x % h, kh = hh / (h / kvh);
+  if (p.kv_len) {
+    // Graph-replayed step: the key count lives on the device; the queries are the last rows.
+    s = min(s, static_cast<int64_t>(*p.kv_len));
+    p.q_offset = s - static_cast<int64_t>(gridDim.x / h);
+  }
+  const int64_t splits = gridDim.y, slot = (i * h + hh) * splits + blockIdx.y;
+  attend_block(q + (i * h + hh) * d, kv, out + (i * h + hh) * dv, kh, d, dv, s, p.q_offset + i, p, splits,
+               blockIdx.y, splits > 1 ? part_ml + 2 * slot : nullptr, splits > 1 ? part_acc + slot * dv : nullptr,
+               smem);
 }
 
 // The G query heads that share one K/V head, in one block: each key and
@@ -321,11 +333,10 @@ __global__ void attention_group_kernel(const float* q, KV kv, float* out, int64_
   }
 }
 
-// One block per (query, head): rescales every split to the common max.
-__global__ void merge_splits_kernel(const float* part_ml, const float* part_acc, float* out, int64_t splits,
-                                    int64_t dv) {
-  const int64_t qh = blockIdx.x;
-  const float* ml = part_ml + 2 * qh * splits;
+// Merges one (query, head)'s `splits` partials (ml [2 * splits], acc
+// [splits * dv]) into o [dv], rescaling every split to the common max.
+__device__ __forceinline__ void merge_block(const float* ml, const float* part_acc, float* o, int64_t splits,
+                                            int64_t dv) {
   float mx = -INFINITY;
   for (int64_t sp = 0; sp < splits; ++sp) mx = fmaxf(mx, ml[2 * sp]);
   float l = 0;
@@ -334,9 +345,16 @@ __global__ void merge_splits_kernel(const float* part_ml, const float* part_acc,
   for (int64_t c = threadIdx.x; c < dv; c += blockDim.x) {
     float a = 0;
     for (int64_t sp = 0; sp < splits; ++sp)
-      if (ml[2 * sp + 1] > 0) a += expf(ml[2 * sp] - mx) * part_acc[(qh * splits + sp) * dv + c];
-    out[qh * dv + c] = l > 0 ? a / l : 0.0f;
+      if (ml[2 * sp + 1] > 0) a += expf(ml[2 * sp] - mx) * part_acc[sp * dv + c];
+    o[c] = l > 0 ? a / l : 0.0f;
   }
+}
+
+// One block per (query, head).
+__global__ void merge_splits_kernel(const float* part_ml, const float* part_acc, float* out, int64_t splits,
+                                    int64_t dv) {
+  const int64_t qh = blockIdx.x;
+  merge_block(part_ml + 2 * qh * splits, part_acc + qh * splits * dv, out + qh * dv, splits, dv);
 }
 
 

@@ -89,6 +89,30 @@ void launch_write_rows_pair_f32_bf16(void* dst0, const float* src0, void* dst1, 
                                      int64_t nrows, int64_t row_elems, int64_t dst_rows);
 void launch_add_i32(int32_t* x, int64_t n, int32_t v);
 
+// Decode rows of several sequences at once (batched_rows.cu): row i of a
+// launch belongs to a sequence with its own contiguous K/V buffers
+// ([s, kv_heads, dim] rows of the store dtype). Descriptors travel as kernel
+// arguments (a captured graph keeps them), at most kMaxBatchedRows a launch.
+constexpr int64_t kMaxBatchedRows = 64;
+struct KvRowsDesc {
+  void* k = nullptr;
+  void* v = nullptr;
+  // Graph-replayed steps: the device key count of the row (then `s` is the
+  // reserved rows); null: `s` keys.
+  const int32_t* kv_len = nullptr;
+  int64_t s = 0;
+};
+// k [n, kvh * d] and v [n, kvh * dv] (float32 or the store dtype) -> row
+// positions[i] (device i32 [n]) of row i's buffers, rounded as the plain
+// write rounds; false (nothing launched) for a dtype pair it does not take.
+bool launch_write_kv_rows(const KvRowsDesc* rows, int64_t n, const void* k, const void* v, DType src, DType store,
+                          const int32_t* positions, int64_t k_elems, int64_t v_elems);
+// Attention of q [n, h, d] (one query row per sequence, the last of its
+// keys) -> out [n, h, dv]: row i gets exactly what launch_attention gives
+// for that row alone (same kernel body, same split plan per row).
+void launch_attention_rows(const float* q, const KvRowsDesc* rows, int64_t n, DType store, float* out, int64_t h,
+                           int64_t d, int64_t kvh, int64_t dv, const AttnParams& p);
+
 // Decode GEMV for bf16 weights (gemv.cu): y[n, m] = x[n, k] · W[m, k]ᵀ.
 constexpr int64_t kGemvMaxRows = 8;
 bool gemv_bf16_applies(const void* w, int64_t ldw, const float* x, int64_t n, int64_t k);

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "backend/cuda/cuda_backend.h"
+#include "kv/contiguous_cuda.h"
 #include "kv/paged_cuda.h"
 
 extern "C" {
@@ -16,7 +17,10 @@ __attribute__((visibility("default"))) bool ingot_cuda_module_available() {
 }
 __attribute__((visibility("default"))) void ingot_cuda_module_install() {
   ingot::cuda::try_install();
-  if (ingot::cuda::available()) ingot::kv::install_paged_cuda();
+  if (ingot::cuda::available()) {
+    ingot::kv::install_paged_cuda();
+    ingot::kv::install_rows_cuda();
+  }
 }
 __attribute__((visibility("default"))) int64_t ingot_cuda_module_total_memory() {
   return ingot::cuda::total_memory_bytes();

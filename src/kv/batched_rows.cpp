@@ -1,0 +1,75 @@
+#include "kv/batched_rows.h"
+
+#include <map>
+#include <mutex>
+
+#include "kv/contiguous.h"
+#include "util/error.h"
+
+namespace ingot::kv {
+
+namespace {
+
+std::mutex& mu() {
+  static std::mutex m;
+  return m;
+}
+std::map<Device, RowsStepFn>& registry() {
+  static std::map<Device, RowsStepFn> r;
+  return r;
+}
+RowsStepFn rows_kernels(Device d) {
+  std::lock_guard<std::mutex> lock(mu());
+  auto it = registry().find(d);
+  return it == registry().end() ? nullptr : it->second;
+}
+
+bool same_shape(const LayerSpec& a, const LayerSpec& b) {
+  return a.kv_heads == b.kv_heads && a.head_dim == b.head_dim && a.v_head_dim == b.v_head_dim && a.window == b.window;
+}
+
+}  // namespace
+
+void register_rows_kernels(Device d, RowsStepFn fn) {
+  std::lock_guard<std::mutex> lock(mu());
+  registry()[d] = fn;
+}
+
+Tensor append_attend_rows(const std::vector<LayerCache*>& layers, const Tensor& q, const Tensor& k, const Tensor& v,
+                          const Tensor& positions, const Tensor* kv_lens, const AttnParams& p) {
+  const auto n = static_cast<int64_t>(layers.size());
+  // One sequence is one launch already.
+  if (n < 2 || q.ndim() != 3 || q.dim(0) != n || k.dim(0) != n || v.dim(0) != n || positions.numel() != n ||
+      (kv_lens && kv_lens->numel() != n))
+    return {};
+  std::vector<ContiguousLayerCache*> cs;
+  cs.reserve(layers.size());
+  for (LayerCache* l : layers) {
+    auto* c = dynamic_cast<ContiguousLayerCache*>(l);
+    if (!c) return {};
+    cs.push_back(c);
+  }
+  const ContiguousLayerCache& first = *cs[0];
+  const RowsStepFn fn = rows_kernels(first.device());
+  if (!fn) return {};
+  for (const auto* c : cs)
+    if (c->device() != first.device() || c->dtype() != first.dtype() || !same_shape(c->spec(), first.spec()) ||
+        (kv_lens && !c->keys().defined()))
+      return {};
+  std::vector<RowsKV> rows(cs.size());
+  for (size_t i = 0; i < cs.size(); ++i) {
+    ContiguousLayerCache& c = *cs[i];
+    // Plain steps grow the store as append() would; graph steps keep the reserved rows.
+    if (!kv_lens) c.make_room(c.length() + 1);
+    rows[i].k = c.keys().raw();
+    rows[i].v = c.values().raw();
+    rows[i].kv_len = kv_lens ? kv_lens->data<int32_t>() + i : nullptr;
+    rows[i].keys = kv_lens ? c.keys().dim(0) : c.length() + 1;
+  }
+  Tensor out = fn(rows, first.dtype(), first.spec(), q, k, v, positions, p);
+  if (out.defined() && !kv_lens)
+    for (auto* c : cs) c->advance(1);
+  return out;
+}
+
+}  // namespace ingot::kv

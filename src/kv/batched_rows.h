@@ -1,0 +1,39 @@
+// A decode step's K/V append and attention for all sequences at once: when
+// every sequence brings one token and keeps its layer in a contiguous store
+// of one shape and dtype, one write and one attention launch serve the whole
+// batch (each query row reads its own sequence's buffers and key count).
+// Devices register the kernels; where none are registered, or the batch does
+// not fit (other stores, prefill chunks, mixed shapes), the caller runs its
+// per-sequence loop, which gives the same numbers.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "kv/cache.h"
+
+namespace ingot::kv {
+
+// One sequence's contiguous K/V as a device kernel sees it.
+struct RowsKV {
+  void* k = nullptr;  // [rows, kv_heads, head_dim] of `dtype`
+  void* v = nullptr;  // [rows, kv_heads, v_head_dim]
+  // Graph-replayed steps: the device key count; `keys` is then the reserved rows.
+  const int32_t* kv_len = nullptr;
+  int64_t keys = 0;
+};
+
+// Writes row i of k [N, KVH, D] / v [N, KVH, Dv] at positions[i] (device i32
+// [N]) of rows[i], then attends q [N, H, D] (float32, row i the last token of
+// sequence i) -> [N, H, Dv] float32. Returns an undefined tensor, having done
+// nothing, when the kernels do not take the batch.
+using RowsStepFn = Tensor (*)(const std::vector<RowsKV>& rows, DType dtype, const LayerSpec& spec, const Tensor& q,
+                              const Tensor& k, const Tensor& v, const Tensor& positions, const AttnParams& p);
+void register_rows_kernels(Device d, RowsStepFn fn);
+
+// append(k[i], v[i]) + attend(q[i]) on each layers[i] (plain steps, kv_lens
+// null), or append_at / attend_upto with kv_lens[i] (graph-replayed steps),
+// in one launch each. Undefined result (nothing done) when it does not apply.
+Tensor append_attend_rows(const std::vector<LayerCache*>& layers, const Tensor& q, const Tensor& k, const Tensor& v,
+                          const Tensor& positions, const Tensor* kv_lens, const AttnParams& p);
+
+}  // namespace ingot::kv

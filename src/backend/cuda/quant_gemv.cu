@@ -12,6 +12,8 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/quant_gemv.h"
@@ -345,6 +347,214 @@ __global__ void __launch_bounds__(kWarps * 32) quant_gemv_kernel(Segments sg, co
   }
 }
 
+// ---- direct decode GEMV (Q4_0 / Q4_1 / Q8_0, the default) ----
+//
+// The staged kernel above spends its time on shared-memory round trips and
+// per-value scalar decode. This one reads the weight straight from global
+// memory: each lane owns 8 values of one 32-value block (4 lanes a block, so a
+// warp's 2-byte loads cover 8 consecutive blocks = 144..272 contiguous bytes),
+// the loads of several blocks and rows are issued before any is used, and a
+// warp works on R rows at once so every x float4 it loads serves R rows (x,
+// 4 bytes a value a row, would otherwise cost L1 several times the weight's
+// 0.56 bytes). Values are decoded without int->float conversions: a byte b
+// placed in the mantissa of 2^23 reads as 2^23 + b, and one subtraction gives
+// the exact quant. The block scale is applied once per block and lane:
+// sum_i d*q_i*x_i = d * sum_i q_i*x_i (Q4_1 adds m * sum_i x_i), so y differs
+// from the reference by float32 rounding only. Each row's sum depends on no
+// other row, so fused forms (residual, SwiGLU, q/k/v) equal the plain ones bit
+// for bit, and R = 1 gives the same bits as R = 4.
+template <QuantFormat F>
+struct Direct;
+
+__device__ inline uint32_t ld16(const uint8_t* p) { return __ldg(reinterpret_cast<const unsigned short*>(p)); }
+__device__ inline uint32_t ld32_2(const uint8_t* p) { return ld16(p) | (ld16(p + 2) << 16); }
+
+// Byte j of w as the float 2^23 + byte, minus `off` (exact for off < 2^23).
+template <int J>
+__device__ inline float byte_value(uint32_t w, float off) {
+  return __int_as_float(static_cast<int>(__byte_perm(w, 0x4B000000u, 0x7540 + J))) - off;
+}
+
+// Raw words of one lane's share of a block: a = scale(s), b/c = quant bytes.
+struct Raw {
+  uint32_t a, b, c;
+};
+
+template <bool kMin>
+struct DirectQ4 {
+  static constexpr int kBytes = kMin ? 20 : 18;
+  // Lane quarter q holds qs bytes 4q..4q+3: values 4q.. (low nibbles) and 16+4q.. (high).
+  static constexpr int x0(int q) { return 4 * q; }
+  static constexpr int x1(int q) { return 16 + 4 * q; }
+  __device__ static Raw load(const uint8_t* blk, int q) {
+    Raw r;
+    r.a = kMin ? ld32_2(blk) : ld16(blk);
+    r.b = ld32_2(blk + (kMin ? 4 : 2) + 4 * q);
+    r.c = 0;
+    return r;
+  }
+  __device__ static void decode(const Raw& r, float (&v)[8], float& d, float& m) {
+    d = __half2float(__ushort_as_half(static_cast<unsigned short>(r.a & 0xFFFF)));
+    m = kMin ? __half2float(__ushort_as_half(static_cast<unsigned short>(r.a >> 16))) : 0.0f;
+    const float off = 8388608.0f + (kMin ? 0.0f : 8.0f);
+    const uint32_t lo = r.b & 0x0F0F0F0Fu, hi = (r.b >> 4) & 0x0F0F0F0Fu;
+    v[0] = byte_value<0>(lo, off), v[1] = byte_value<1>(lo, off), v[2] = byte_value<2>(lo, off);
+    v[3] = byte_value<3>(lo, off), v[4] = byte_value<0>(hi, off), v[5] = byte_value<1>(hi, off);
+    v[6] = byte_value<2>(hi, off), v[7] = byte_value<3>(hi, off);
+  }
+};
+template <>
+struct Direct<QuantFormat::Q4_0> : DirectQ4<false> {};
+template <>
+struct Direct<QuantFormat::Q4_1> : DirectQ4<true> {};
+
+template <>
+struct Direct<QuantFormat::Q8_0> {
+  static constexpr int kBytes = 34;
+  static constexpr int x0(int q) { return 8 * q; }
+  static constexpr int x1(int q) { return 8 * q + 4; }
+  __device__ static Raw load(const uint8_t* blk, int q) {
+    return Raw{ld16(blk), ld32_2(blk + 2 + 8 * q), ld32_2(blk + 6 + 8 * q)};
+  }
+  __device__ static void decode(const Raw& r, float (&v)[8], float& d, float& m) {
+    d = __half2float(__ushort_as_half(static_cast<unsigned short>(r.a)));
+    m = 0.0f;
+    const float off = 8388608.0f + 128.0f;  // int8 q: byte q ^ 0x80 = q + 128
+    const uint32_t b = r.b ^ 0x80808080u, c = r.c ^ 0x80808080u;
+    v[0] = byte_value<0>(b, off), v[1] = byte_value<1>(b, off), v[2] = byte_value<2>(b, off);
+    v[3] = byte_value<3>(b, off), v[4] = byte_value<0>(c, off), v[5] = byte_value<1>(c, off);
+    v[6] = byte_value<2>(c, off), v[7] = byte_value<3>(c, off);
+  }
+};
+
+constexpr bool direct_format(QuantFormat f) {
+  return f == QuantFormat::Q4_0 || f == QuantFormat::Q4_1 || f == QuantFormat::Q8_0;
+}
+
+// acc[j][r] += this lane's share of row rows[j] times x row r. RR rows, U
+// blocks per row loaded ahead (RR * U loads of each kind in flight per lane).
+template <QuantFormat F, int N, int RR, int U>
+__device__ inline void direct_rows(const uint8_t* const (&rows)[RR], int64_t k, const float* __restrict__ x,
+                                   int lane, float (&acc)[RR][N]) {
+  using D = Direct<F>;
+  constexpr bool kMin = F == QuantFormat::Q4_1;
+  const int q = lane & 3;
+  const int64_t nb = k / 32;
+  for (int64_t b0 = lane >> 2; b0 < nb; b0 += 8 * U) {
+    Raw raw[U][RR];
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int j = 0; j < RR; ++j)
+        if (b0 + 8 * u < nb) raw[u][j] = D::load(rows[j] + (b0 + 8 * u) * D::kBytes, q);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t b = b0 + 8 * u;
+      if (b >= nb) break;
+      float xv[N][8], xs[N];
+#pragma unroll
+      for (int r = 0; r < N; ++r) {
+        const float4 a = __ldg(reinterpret_cast<const float4*>(x + r * k + b * 32 + D::x0(q)));
+        const float4 c = __ldg(reinterpret_cast<const float4*>(x + r * k + b * 32 + D::x1(q)));
+        xv[r][0] = a.x, xv[r][1] = a.y, xv[r][2] = a.z, xv[r][3] = a.w;
+        xv[r][4] = c.x, xv[r][5] = c.y, xv[r][6] = c.z, xv[r][7] = c.w;
+        xs[r] = kMin ? ((a.x + a.y) + (a.z + a.w)) + ((c.x + c.y) + (c.z + c.w)) : 0.0f;
+      }
+#pragma unroll
+      for (int j = 0; j < RR; ++j) {
+        float v[8], d, m;
+        D::decode(raw[u][j], v, d, m);
+#pragma unroll
+        for (int r = 0; r < N; ++r) {
+          float s = v[0] * xv[r][0];
+#pragma unroll
+          for (int i = 1; i < 8; ++i) s = fmaf(v[i], xv[r][i], s);
+          float a = fmaf(d, s, acc[j][r]);
+          if constexpr (kMin) a = fmaf(m, xs[r], a);
+          acc[j][r] = a;
+        }
+      }
+    }
+  }
+}
+
+// Warp w owns rows R*w'.. of its segment (w' its index there); SwiGLU loads
+// gate rows then up rows (RR = 2R) against the same x.
+template <QuantFormat F, int N, int R, int MODE>
+__global__ void __launch_bounds__(kWarps * 32) direct_gemv_kernel(Segments sg, const float* __restrict__ x,
+                                                                  const float* __restrict__ res) {
+  constexpr int RR = MODE == kSwiGlu ? 2 * R : R;
+  constexpr int U = RR >= 8 ? 1 : 8 / RR;
+  const int lane = threadIdx.x & 31;
+  int64_t group = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  int seg = 0;
+  if constexpr (MODE == kMulti) {
+    const int64_t g0 = (sg.w[0].m + R - 1) / R, g1 = (sg.w[1].m + R - 1) / R;
+    seg = group < g0 ? 0 : group < g0 + g1 ? 1 : 2;
+    group -= seg == 0 ? 0 : seg == 1 ? g0 : g0 + g1;
+  }
+  QuantMatrix w = sg.w[0];
+  float* y = sg.y[0];
+  if (seg == 1) w = sg.w[1], y = sg.y[1];
+  if (seg == 2) w = sg.w[2], y = sg.y[2];
+  const int64_t row0 = group * R;
+  if (seg >= sg.count || row0 >= w.m) return;
+  // Rows past the end repeat row0 (loaded, never stored) so the loads stay unconditional.
+  const uint8_t* rows[RR];
+#pragma unroll
+  for (int j = 0; j < R; ++j) {
+    const int64_t rr = row0 + j < w.m ? row0 + j : row0;
+    rows[j] = w.data + rr * w.row_bytes;
+    if constexpr (MODE == kSwiGlu) rows[R + j] = sg.w[1].data + rr * sg.w[1].row_bytes;
+  }
+  float acc[RR][N];
+#pragma unroll
+  for (int j = 0; j < RR; ++j)
+#pragma unroll
+    for (int r = 0; r < N; ++r) acc[j][r] = 0.0f;
+  direct_rows<F, N, RR, U>(rows, w.k, x, lane, acc);
+#pragma unroll
+  for (int j = 0; j < RR; ++j)
+#pragma unroll
+    for (int r = 0; r < N; ++r)
+      for (int o = 16; o > 0; o >>= 1) acc[j][r] += __shfl_xor_sync(0xffffffff, acc[j][r], o);
+  if (lane != 0) return;
+#pragma unroll
+  for (int j = 0; j < R; ++j) {
+    if (row0 + j >= w.m) break;
+#pragma unroll
+    for (int r = 0; r < N; ++r) {
+      const int64_t o = r * w.m + row0 + j;
+      float v = acc[j][r];
+      if constexpr (MODE == kResidual) v = res[o] + v;
+      if constexpr (MODE == kSwiGlu) v = silu_f(v) * acc[R + j][r];
+      y[o] = v;
+    }
+  }
+}
+
+// INGOT_CUDA_QGEMV=staged keeps the staged kernel for every format, =direct1
+// runs the direct one a row per warp (to measure the choices side by side).
+enum class GemvVariant { kDirect, kDirect1, kStaged };
+GemvVariant gemv_variant() {
+  static const GemvVariant v = [] {
+    const char* e = std::getenv("INGOT_CUDA_QGEMV");
+    if (e && std::strcmp(e, "staged") == 0) return GemvVariant::kStaged;
+    if (e && std::strcmp(e, "direct1") == 0) return GemvVariant::kDirect1;
+    return GemvVariant::kDirect;
+  }();
+  return v;
+}
+
+template <QuantFormat F, int N, int R, int MODE>
+void launch_direct(const Segments& sg, const float* x, const float* res) {
+  int64_t groups = 0;
+  const int segs = MODE == kSwiGlu ? 1 : sg.count;
+  for (int i = 0; i < segs; ++i) groups += (sg.w[i].m + R - 1) / R;
+  const unsigned grid = static_cast<unsigned>((groups + kWarps - 1) / kWarps);
+  direct_gemv_kernel<F, N, R, MODE><<<grid, kWarps * 32, 0, stream()>>>(sg, x, res);
+}
+
 // A block per row when a row has more than one chunk to share and rows are long
 // or few (so the GPU still has enough loads in flight), as gemv.cu decides
 // for bf16; a row of one chunk would leave three of the four warps idle.
@@ -355,6 +565,14 @@ bool block_per_row(int64_t m, int64_t k) {
 
 template <QuantFormat F, int N, int MODE>
 void launch_fn(const Segments& sg, const float* x, const float* res) {
+  if constexpr (direct_format(F)) {
+    bool even = true;  // the direct kernel's 2-byte loads
+    for (int i = 0; i < (MODE == kSwiGlu ? 2 : sg.count); ++i)
+      even = even && (reinterpret_cast<uintptr_t>(sg.w[i].data) & 1) == 0 && sg.w[i].row_bytes % 2 == 0;
+    const GemvVariant v = gemv_variant();
+    if (even && v == GemvVariant::kDirect) return launch_direct<F, N, 4, MODE>(sg, x, res);
+    if (even && v == GemvVariant::kDirect1) return launch_direct<F, N, 1, MODE>(sg, x, res);
+  }
   int64_t rows = 0;
   for (int i = 0; i < sg.count; ++i) rows += sg.w[i].m;
   if (block_per_row<F>(sg.w[0].m, sg.w[0].k)) {

@@ -110,30 +110,62 @@ std::vector<float> run(Decoder& d, const std::string& name, int rate, const Deco
     fail(ErrorKind::BadFormat, name, ": sample rate ", d.codec->sample_rate, " Hz is outside [1000, 768000]");
   if (d.codec->ch_layout.nb_channels > 64)
     fail(ErrorKind::BadFormat, name, ": ", d.codec->ch_layout.nb_channels, " channels (at most 64)");
-  AVChannelLayout mono = AV_CHANNEL_LAYOUT_MONO;
-  rc = swr_alloc_set_opts2(&d.swr, &mono, AV_SAMPLE_FMT_FLT, rate, &d.codec->ch_layout, d.codec->sample_fmt,
-                           d.codec->sample_rate, 0, nullptr);
-  if (rc < 0 || swr_init(d.swr) < 0) fail(ErrorKind::BadFormat, name, ": unsupported sample format or rate");
+  // The resampler is built for the layout, format and rate it is fed; a
+  // stream whose frames change them (MP3 frames may switch between mono and
+  // stereo) gets a new one, after the old one's delay is flushed. Fed a frame
+  // of another layout, swresample would read channel planes that are not there.
+  AVChannelLayout in_layout{};
+  int in_format = -1, in_rate = 0;
+  std::vector<float> out;
+  auto flush_resampler = [&] {
+    if (!d.swr) return;
+    int n = swr_get_out_samples(d.swr, 0);
+    if (n <= 0) return;
+    size_t old = out.size();
+    out.resize(old + static_cast<size_t>(n));
+    uint8_t* dst = reinterpret_cast<uint8_t*>(out.data() + old);
+    int got = swr_convert(d.swr, &dst, n, nullptr, 0);
+    out.resize(old + static_cast<size_t>(std::max(got, 0)));
+  };
+  auto setup_resampler = [&](const AVChannelLayout& layout, int format, int sample_rate) {
+    if (d.swr && format == in_format && sample_rate == in_rate && av_channel_layout_compare(&layout, &in_layout) == 0)
+      return;
+    if (layout.nb_channels <= 0 || layout.nb_channels > 64)
+      fail(ErrorKind::BadFormat, name, ": ", layout.nb_channels, " channels (1 to 64)");
+    if (sample_rate < 1000 || sample_rate > 768000)
+      fail(ErrorKind::BadFormat, name, ": sample rate ", sample_rate, " Hz is outside [1000, 768000]");
+    flush_resampler();
+    swr_free(&d.swr);
+    AVChannelLayout mono = AV_CHANNEL_LAYOUT_MONO;
+    int r = swr_alloc_set_opts2(&d.swr, &mono, AV_SAMPLE_FMT_FLT, rate, const_cast<AVChannelLayout*>(&layout),
+                                static_cast<AVSampleFormat>(format), sample_rate, 0, nullptr);
+    if (r < 0 || swr_init(d.swr) < 0) fail(ErrorKind::BadFormat, name, ": unsupported sample format or rate");
+    av_channel_layout_uninit(&in_layout);
+    if (av_channel_layout_copy(&in_layout, &layout) < 0) fail(ErrorKind::BadFormat, name, ": bad channel layout");
+    in_format = format;
+    in_rate = sample_rate;
+  };
+  struct LayoutGuard {
+    AVChannelLayout* l;
+    ~LayoutGuard() { av_channel_layout_uninit(l); }
+  } layout_guard{&in_layout};
+  setup_resampler(d.codec->ch_layout, d.codec->sample_fmt, d.codec->sample_rate);
   d.pkt = av_packet_alloc();
   d.frame = av_frame_alloc();
-  std::vector<float> out;
   const size_t max_samples = static_cast<size_t>(lim.max_seconds * rate);
   auto drain = [&](bool flush) {
     while (true) {
-      int r = flush ? 0 : avcodec_receive_frame(d.codec, d.frame);
       if (flush) {
-        // Flush the resampler's delay.
-        int n = swr_get_out_samples(d.swr, 0);
-        if (n <= 0) return;
-        size_t old = out.size();
-        out.resize(old + static_cast<size_t>(n));
-        uint8_t* dst = reinterpret_cast<uint8_t*>(out.data() + old);
-        int got = swr_convert(d.swr, &dst, n, nullptr, 0);
-        out.resize(old + static_cast<size_t>(std::max(got, 0)));
+        flush_resampler();  // the resampler's delay
         return;
       }
+      int r = avcodec_receive_frame(d.codec, d.frame);
       if (r == AVERROR(EAGAIN) || r == AVERROR_EOF) return;
       if (r < 0) fail(ErrorKind::BadFormat, name, ": corrupt audio data (", av_err(r), ")");
+      // A frame that leaves a parameter unset has the decoder's.
+      setup_resampler(d.frame->ch_layout.nb_channels > 0 ? d.frame->ch_layout : d.codec->ch_layout,
+                      d.frame->format >= 0 ? d.frame->format : d.codec->sample_fmt,
+                      d.frame->sample_rate > 0 ? d.frame->sample_rate : d.codec->sample_rate);
       int n = swr_get_out_samples(d.swr, d.frame->nb_samples);
       size_t old = out.size();
       out.resize(old + static_cast<size_t>(std::max(n, 0)));

@@ -52,10 +52,10 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, ingot_bin, model_dir, *extra):
+    def __init__(self, ingot_bin, model_dir, *extra, ctx=512):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.args = [ingot_bin, "serve", "--model", str(model_dir), "--port", str(self.port), "--ctx", "512",
+        self.args = [ingot_bin, "serve", "--model", str(model_dir), "--port", str(self.port), "--ctx", str(ctx),
                      "--max-tokens", "16", *extra]
         self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.output = []

@@ -4,20 +4,15 @@
 // run instead: to measure or compare the two).
 #include "kv/contiguous_cuda.h"
 
-#include <cstdlib>
-#include <cstring>
-
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/runtime.h"
 #include "kv/batched_rows.h"
 
 namespace ingot::kv {
 
 namespace {
 
-bool batched_enabled() {
-  const char* e = std::getenv("INGOT_CUDA_BATCHED_ATTN");  // read per call: tests switch it
-  return !(e && std::strcmp(e, "0") == 0);
-}
+bool batched_enabled() { return !cuda::env_is("INGOT_CUDA_BATCHED_ATTN", "0"); }  // read per call: tests switch it
 
 Tensor step_cuda(const std::vector<RowsKV>& rows, DType dtype, const LayerSpec& spec, const Tensor& q_in,
                  const Tensor& k_in, const Tensor& v_in, const Tensor& positions, const AttnParams& p) {

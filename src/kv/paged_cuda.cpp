@@ -6,12 +6,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
-#include <string>
 #include <vector>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/runtime.h"
 #include "kv/paged_attention.h"
 #include "kv/quant.h"
 #include "util/error.h"
@@ -41,15 +40,14 @@ cuda::PagedBlocks describe(const LayerPool& lp) {
 
 // KV4 rows live in the rotated basis (kv/quant.h): a rotated copy of
 // [rows..., dim] float32 x on the device, or x itself rotated in place.
-Tensor rotated(const Tensor& x) {
-  Tensor y = x.clone();
-  const int64_t dim = y.dim(-1), n = rotation_block(dim);
-  cuda::launch_hadamard_rows(y.data<float>(), y.numel() / dim, dim, n, 1.0f / std::sqrt(static_cast<float>(n)));
-  return y;
-}
 void rotate_in_place(Tensor& y) {
   const int64_t dim = y.dim(-1), n = rotation_block(dim);
   cuda::launch_hadamard_rows(y.data<float>(), y.numel() / dim, dim, n, 1.0f / std::sqrt(static_cast<float>(n)));
+}
+Tensor rotated(const Tensor& x) {
+  Tensor y = x.clone();
+  rotate_in_place(y);
+  return y;
 }
 
 // Region addresses of table[first, first + n) on the device (kept alive by
@@ -74,10 +72,7 @@ struct CudaTableMirror final : TableMirror {
 };
 
 bool table_cache_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("INGOT_CUDA_TABLE_CACHE");
-    return !(e && std::string(e) == "0");
-  }();
+  static const bool on = !cuda::env_is("INGOT_CUDA_TABLE_CACHE", "0");
   return on;
 }
 

@@ -7,8 +7,6 @@
 // output, and a second kernel merges the splits.
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 
 #include "backend/cuda/attention_kernels.cuh"
 
@@ -18,10 +16,7 @@ namespace attn {
 
 // INGOT_CUDA_GQA_BLOCKS=0 keeps one block per query head (to measure the grouped kernel beside it).
 bool group_kernel_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("INGOT_CUDA_GQA_BLOCKS");
-    return !(e && std::strcmp(e, "0") == 0);
-  }();
+  static const bool on = !env_is("INGOT_CUDA_GQA_BLOCKS", "0");
   return on;
 }
 
@@ -35,15 +30,11 @@ int64_t split_count(int64_t rows, int64_t keys) {
     return n;
   }();
   // INGOT_CUDA_SPLIT_KEYS=0 keeps one block per row (to measure the split beside it).
-  static const bool on = [] {
-    const char* e = std::getenv("INGOT_CUDA_SPLIT_KEYS");
-    return !(e && std::strcmp(e, "0") == 0);
-  }();
+  static const bool on = !env_is("INGOT_CUDA_SPLIT_KEYS", "0");
   const int64_t target = 4 * static_cast<int64_t>(sms);
   if (!on || rows >= target || keys <= 2 * kTile) return 1;
   return std::max<int64_t>(1, std::min((target + rows - 1) / rows, keys / kTile));
 }
-
 
 }  // namespace attn
 

@@ -359,6 +359,22 @@ __global__ void merge_splits_kernel(const float* part_ml, const float* part_acc,
 
 
 
+// The partials of a split launch: (max, sum) pairs `ml` [rows * splits * 2]
+// and output rows `acc` [rows * splits * dv]; none without splits.
+class SplitScratch {
+ public:
+  SplitScratch(int64_t rows, int64_t splits, int64_t dv) {
+    if (splits <= 1) return;
+    ml_ = Tensor::empty({rows * splits * 2}, DType::F32, Device::CUDA);
+    acc_ = Tensor::empty({rows * splits * dv}, DType::F32, Device::CUDA);
+  }
+  float* ml() const { return ml_.defined() ? ml_.data<float>() : nullptr; }
+  float* acc() const { return acc_.defined() ? acc_.data<float>() : nullptr; }
+
+ private:
+  Tensor ml_, acc_;
+};
+
 // Plans and launches attention over any K/V addressing: GQA-grouped blocks
 // from kGroupMinRows query rows on (when `aligned`: rows of a multiple of 8
 // elements in 16-byte-aligned memory), key splits when the blocks would not
@@ -384,14 +400,8 @@ void run(const float* q, const KV& kv, bool aligned, float* out, int64_t t, int6
                     ? static_cast<int>(group)
                     : 1;
   const int64_t splits = split_count(t * h / G, keys);
-  Tensor ml, acc;
-  float *ml_p = nullptr, *acc_p = nullptr;
-  if (splits > 1) {
-    ml = Tensor::empty({t * h * splits * 2}, DType::F32, Device::CUDA);
-    acc = Tensor::empty({t * h * splits * dv}, DType::F32, Device::CUDA);
-    ml_p = ml.data<float>();
-    acc_p = acc.data<float>();
-  }
+  const SplitScratch scratch(t * h, splits, dv);
+  float *ml_p = scratch.ml(), *acc_p = scratch.acc();
   if (G > 1) {
     dim3 grid(static_cast<unsigned>(t * kvh), static_cast<unsigned>(splits));
     const size_t gsmem =

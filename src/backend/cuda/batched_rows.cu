@@ -92,14 +92,8 @@ void attention_rows(const float* q, const KvRowsDesc* rows, int64_t n, float* ou
     a.r[i] = RowKV{rows[i].k, rows[i].v, rows[i].kv_len, rows[i].s, attn::split_count(h, keys)};
     max_splits = std::max(max_splits, a.r[i].splits);
   }
-  Tensor ml, acc;
-  float *ml_p = nullptr, *acc_p = nullptr;
-  if (max_splits > 1) {
-    ml = Tensor::empty({n * h * max_splits * 2}, DType::F32, Device::CUDA);
-    acc = Tensor::empty({n * h * max_splits * dv}, DType::F32, Device::CUDA);
-    ml_p = ml.data<float>();
-    acc_p = acc.data<float>();
-  }
+  const attn::SplitScratch scratch(n * h, max_splits, dv);
+  float *ml_p = scratch.ml(), *acc_p = scratch.acc();
   dim3 grid(static_cast<unsigned>(n * h), static_cast<unsigned>(max_splits));
   const size_t smem = attn::vrow_offset(static_cast<size_t>(d + attn::kTile + attn::kTile / 32)) +
                       attn::kTile * sizeof(const T*);

@@ -5,7 +5,6 @@
 #include "backend/cuda/cuda_backend.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -28,22 +27,9 @@ Tensor dev_f32(const Tensor& t) {
   return o;
 }
 
-// The decode GEMV replaces cuBLAS for bf16 weights at n <= 8 rows;
-// INGOT_CUDA_GEMV=0 turns it off (to measure the cuBLAS path beside it).
-bool gemv_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("INGOT_CUDA_GEMV");
-    return !(e && std::strcmp(e, "0") == 0);
-  }();
-  return on;
-}
-
 // INGOT_CUDA_FUSE_QKV=0 keeps q/k/v and the two ropes as separate launches (to measure the fused forms).
 bool fuse_qkv() {
-  static const bool on = [] {
-    const char* e = std::getenv("INGOT_CUDA_FUSE_QKV");
-    return !(e && std::strcmp(e, "0") == 0);
-  }();
+  static const bool on = !env_is("INGOT_CUDA_FUSE_QKV", "0");
   return on;
 }
 

@@ -6,9 +6,7 @@
 // float32.
 #include <cuda_bf16.h>
 
-#include <cstdlib>
-#include <cstring>
-
+#include "backend/cuda/gemv_epilogue.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/runtime.h"
 
@@ -16,26 +14,19 @@ namespace ingot::cuda {
 
 namespace {
 
-constexpr int kWarpsPerBlock = 4;
+using gemv::kPlain;
+using gemv::kResidual;
+using gemv::kSwiGlu;
+using gemv::kWarpsPerBlock;
 constexpr int kUnroll = 4;  // 16-byte loads in flight per lane
 
 // INGOT_CUDA_GEMV=warp keeps one warp per row everywhere (to measure the split beside it).
 bool gemv_one_warp_per_row() {
-  static const bool on = [] {
-    const char* e = std::getenv("INGOT_CUDA_GEMV");
-    return e && std::strcmp(e, "warp") == 0;
-  }();
+  static const bool on = env_is("INGOT_CUDA_GEMV", "warp");
   return on;
 }
 
 __device__ inline float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
-
-// Epilogues: plain y = W·x; y = residual + W·x; or two weights (gate, up)
-// giving y = silu(Wg·x) * (Wu·x). Each product is summed in the same order
-// as the plain kernel, so the fused forms equal the separate ops bit for bit.
-enum Mode { kPlain = 0, kResidual = 1, kSwiGlu = 2 };
-
-__device__ inline float silu_f(float x) { return x / (1.0f + expf(-x)); }
 
 // Adds row `wr`'s products with the N activation rows into acc.
 template <int N, int kStride>
@@ -129,19 +120,6 @@ __device__ inline void dot_rows2(const uint4* __restrict__ wr, const uint4* __re
   }
 }
 
-// Sums acc over the row's threads; thread 0 of the row (lane 0 for WPR = 1,
-// thread r of the block for WPR > 1) gets the total of activation row r.
-template <int N, int WPR>
-__device__ inline void reduce_row(float (&acc)[N], float* partial, int lane, int warp) {
-#pragma unroll
-  for (int r = 0; r < N; ++r) {
-    float v = acc[r];
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
-    acc[r] = v;
-    if (WPR > 1 && lane == 0) partial[r * kWarpsPerBlock + warp] = v;
-  }
-}
-
 // WPR warps share one row (WPR = 4 for matrices with few rows, so that the
 // GPU still has enough loads in flight); the block holds 4 / WPR rows.
 template <int N, int WPR, int MODE>
@@ -162,33 +140,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
                           x, k, part, acc, acc2);
   else
     dot_rows<N, kStride>(reinterpret_cast<const uint4*>(w + row * ldw), x, k, part, acc);
-  __shared__ float partial[WPR > 1 ? N * kWarpsPerBlock : 1];
-  __shared__ float partial2[WPR > 1 && MODE == kSwiGlu ? N * kWarpsPerBlock : 1];
-  reduce_row<N, WPR>(acc, partial, lane, warp);
-  if constexpr (MODE == kSwiGlu) reduce_row<N, WPR>(acc2, partial2, lane, warp);
-  (void)partial2;
-  auto finish = [&](int r, float v, float v2) {
-    (void)v2;
-    const int64_t o = r * m + row;
-    if constexpr (MODE == kResidual) v = res[o] + v;
-    if constexpr (MODE == kSwiGlu) v = silu_f(v) * v2;
-    y[o] = v;
-  };
-  if constexpr (WPR == 1) {
-    if (lane == 0) {
-#pragma unroll
-      for (int r = 0; r < N; ++r) finish(r, acc[r], acc2[r]);
-    }
-  } else {
-    __syncthreads();
-    if (threadIdx.x < N) {
-      float v = 0, v2 = 0;
-      for (int q = 0; q < WPR; ++q) v += partial[threadIdx.x * kWarpsPerBlock + q];
-      if constexpr (MODE == kSwiGlu)
-        for (int q = 0; q < WPR; ++q) v2 += partial2[threadIdx.x * kWarpsPerBlock + q];
-      finish(threadIdx.x, v, v2);
-    }
-  }
+  gemv::reduce_and_store<N, WPR, MODE>(acc, acc2, lane, warp, res, y, m, row);
 }
 
 // A block per row for long rows or few rows, a warp per row otherwise. On
@@ -253,21 +205,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_bf16_multi_kernel(Ge
 #pragma unroll
   for (int r = 0; r < N; ++r) acc[r] = 0.0f;
   dot_rows<N, kStride>(reinterpret_cast<const uint4*>(w + row * ldw), x, k, part, acc);
-  __shared__ float partial[WPR > 1 ? N * kWarpsPerBlock : 1];
-  reduce_row<N, WPR>(acc, partial, lane, warp);
-  if constexpr (WPR == 1) {
-    if (lane == 0) {
-#pragma unroll
-      for (int r = 0; r < N; ++r) y[r * m + row] = acc[r];
-    }
-  } else {
-    __syncthreads();
-    if (threadIdx.x < N) {
-      float v = 0;
-      for (int q = 0; q < WPR; ++q) v += partial[threadIdx.x * kWarpsPerBlock + q];
-      y[threadIdx.x * m + row] = v;
-    }
-  }
+  gemv::reduce_and_store<N, WPR, kPlain>(acc, acc, lane, warp, nullptr, y, m, row);
 }
 
 template <int N>
@@ -283,6 +221,11 @@ void launch_multi_n(const GemvSegments& s, bool per_block, const float* x, int64
 }
 
 }  // namespace
+
+bool gemv_enabled() {
+  static const bool on = !env_is("INGOT_CUDA_GEMV", "0");
+  return on;
+}
 
 bool gemv_bf16_applies(const void* w, int64_t ldw, const float* x, int64_t n, int64_t k) {
   auto aligned16 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };

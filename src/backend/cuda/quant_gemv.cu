@@ -12,9 +12,8 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 
+#include "backend/cuda/gemv_epilogue.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/quant_gemv.h"
 #include "backend/cuda/runtime.h"
@@ -24,7 +23,12 @@ namespace ingot::cuda {
 
 namespace {
 
-constexpr int kWarps = 4;  // warps per block
+constexpr int kWarps = gemv::kWarpsPerBlock;
+using gemv::kMulti;
+using gemv::kPlain;
+using gemv::kResidual;
+using gemv::kSwiGlu;
+using gemv::silu_f;
 
 __device__ inline float f16_at(const uint8_t* p) {
   return __half2float(__ushort_as_half(static_cast<unsigned short>(p[0] | (p[1] << 8))));
@@ -267,25 +271,9 @@ __device__ inline void row_partials(const QuantMatrix& w, int64_t row, const flo
   }
 }
 
-// Warp sums; with WPR > 1 lane 0 of each warp leaves its sum in partial.
-template <int N, int WPR>
-__device__ inline void reduce_row(float (&acc)[N], float* partial, int lane, int warp) {
-#pragma unroll
-  for (int r = 0; r < N; ++r) {
-    float v = acc[r];
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffff, v, o);
-    acc[r] = v;
-    if (WPR > 1 && lane == 0) partial[r * kWarps + warp] = v;
-  }
-}
-
-__device__ inline float silu_f(float x) { return x / (1.0f + expf(-x)); }
-
-// Epilogues, as in gemv.cu: y = W·x; y = res + W·x; y = silu(Wg·x) * (Wu·x)
-// (w[0] gate, w[1] up); or up to three weights on one x (q/k/v), whose rows
-// are numbered one after another. Every product is summed in the plain
-// kernel's order, so fused results equal the separate ops bit for bit.
-enum Mode { kPlain = 0, kResidual = 1, kSwiGlu = 2, kMulti = 3 };
+// Epilogues (gemv_epilogue.cuh): for SwiGLU w[0] is the gate and w[1] the
+// up projection; kMulti numbers the rows of up to three weights on one x
+// (q/k/v) one after another.
 
 struct Segments {
   QuantMatrix w[3];
@@ -318,33 +306,7 @@ __global__ void __launch_bounds__(kWarps * 32) quant_gemv_kernel(Segments sg, co
   for (int r = 0; r < N; ++r) acc[r] = acc2[r] = 0.0f;
   row_partials<F, N, WPR>(w, row, x, stage[warp], lane, sub, acc);
   if constexpr (MODE == kSwiGlu) row_partials<F, N, WPR>(sg.w[1], row, x, stage[warp], lane, sub, acc2);
-  __shared__ float partial[WPR > 1 ? N * kWarps : 1];
-  __shared__ float partial2[WPR > 1 && MODE == kSwiGlu ? N * kWarps : 1];
-  reduce_row<N, WPR>(acc, partial, lane, warp);
-  if constexpr (MODE == kSwiGlu) reduce_row<N, WPR>(acc2, partial2, lane, warp);
-  (void)partial2;
-  auto finish = [&](int r, float v, float v2) {
-    (void)v2;
-    const int64_t o = r * w.m + row;
-    if constexpr (MODE == kResidual) v = res[o] + v;
-    if constexpr (MODE == kSwiGlu) v = silu_f(v) * v2;
-    y[o] = v;
-  };
-  if constexpr (WPR == 1) {
-    if (lane == 0) {
-#pragma unroll
-      for (int r = 0; r < N; ++r) finish(r, acc[r], acc2[r]);
-    }
-  } else {
-    __syncthreads();
-    if (threadIdx.x < N) {
-      float v = 0, v2 = 0;
-      for (int q = 0; q < WPR; ++q) v += partial[threadIdx.x * kWarps + q];
-      if constexpr (MODE == kSwiGlu)
-        for (int q = 0; q < WPR; ++q) v2 += partial2[threadIdx.x * kWarps + q];
-      finish(threadIdx.x, v, v2);
-    }
-  }
+  gemv::reduce_and_store<N, WPR, MODE>(acc, acc2, lane, warp, res, y, w.m, row);
 }
 
 // ---- direct decode GEMV (Q4_0 / Q4_1 / Q8_0, the default) ----
@@ -539,12 +501,9 @@ __global__ void __launch_bounds__(kWarps * 32) direct_gemv_kernel(Segments sg, c
 // =staged the staged kernel for every format (to measure side by side).
 enum class GemvVariant { kDirect, kDirect1, kStaged };
 GemvVariant gemv_variant() {
-  static const GemvVariant v = [] {
-    const char* e = std::getenv("INGOT_CUDA_QGEMV");
-    if (e && std::strcmp(e, "staged") == 0) return GemvVariant::kStaged;
-    if (e && std::strcmp(e, "direct4") == 0) return GemvVariant::kDirect;
-    return GemvVariant::kDirect1;
-  }();
+  static const GemvVariant v = env_is("INGOT_CUDA_QGEMV", "staged")    ? GemvVariant::kStaged
+                                : env_is("INGOT_CUDA_QGEMV", "direct4") ? GemvVariant::kDirect
+                                                                        : GemvVariant::kDirect1;
   return v;
 }
 

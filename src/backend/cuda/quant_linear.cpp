@@ -3,8 +3,6 @@
 #include "backend/cuda/quant_linear.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <vector>
 
 #include "backend/cuda/kernels.h"
@@ -20,23 +18,11 @@ namespace {
 // large vocabulary head needs no gigabyte of scratch.
 constexpr int64_t kScratchBytes = 64ll << 20;
 
-// INGOT_CUDA_GEMV=0 sends quantized weights to dequantize + cuBLAS too (to measure the two).
-bool gemv_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("INGOT_CUDA_GEMV");
-    return !(e && std::strcmp(e, "0") == 0);
-  }();
-  return on;
-}
-
 // The dtype weights are dequantized into for cuBLAS: float32 (the default, so
 // prefill sums the same values as the GEMV and the CPU reference) or, with
 // INGOT_CUDA_QUANT_GEMM=bf16, bf16 on the tensor cores with x rounded to bf16.
 DType gemm_dtype() {
-  static const DType t = [] {
-    const char* e = std::getenv("INGOT_CUDA_QUANT_GEMM");
-    return e && std::strcmp(e, "bf16") == 0 ? DType::BF16 : DType::F32;
-  }();
+  static const DType t = env_is("INGOT_CUDA_QUANT_GEMM", "bf16") ? DType::BF16 : DType::F32;
   return t;
 }
 

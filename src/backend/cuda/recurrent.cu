@@ -81,6 +81,20 @@ __global__ void delta_recurrent_kernel(DeltaArgs a) {
 }
 
 // Chunk-parallel form (the CPU's delta_chunked; the derivation is there).
+// pair[i][j] = (k_i.k_j) e^{c_i-c_j} for j < i, or with `query` (q_i.k_j) e^{c_i-c_j}
+// for j <= i, over the chunk's L rows from t0; the block's threads share the pairs.
+__device__ inline void decayed_dots(const DeltaArgs& a, bool query, int64_t t0, int64_t kh, int L, const float* c,
+                                    float* pair) {
+  for (int p = threadIdx.x; p < L * L; p += blockDim.x) {
+    const int i = p / L, j = p % L;
+    if (query ? j > i : j >= i) continue;
+    const float *ai = query ? q_row(a, t0 + i, kh) : k_row(a, t0 + i, kh), *kj = k_row(a, t0 + j, kh);
+    float dot = 0;
+    for (int64_t x = 0; x < a.dk; ++x) dot = madd(dot, ai[x], kj[x]);
+    pair[i * kChunk + j] = __fmul_rn(dot, expf(__fsub_rn(c[i], c[j])));
+  }
+}
+
 // Grid (hv, column tiles of kColTile), kColTile threads. The per-chunk
 // scalars (cumulative decay, decayed k.k and q.k products) are shared by the
 // block; the forward substitution, outputs and state update run per column.
@@ -102,14 +116,7 @@ __global__ void delta_chunked_kernel(DeltaArgs a) {
       for (int j = 0; j < L; ++j) tail[j] = expf(__fsub_rn(c[L - 1], c[j]));
     }
     __syncthreads();
-    for (int p = tid; p < L * L; p += blockDim.x) {
-      const int i = p / L, j = p % L;
-      if (j >= i) continue;
-      const float *ki = k_row(a, t0 + i, kh), *kj = k_row(a, t0 + j, kh);
-      float dot = 0;
-      for (int64_t x = 0; x < a.dk; ++x) dot = madd(dot, ki[x], kj[x]);
-      pair[i * kChunk + j] = __fmul_rn(dot, expf(__fsub_rn(c[i], c[j])));
-    }
+    decayed_dots(a, false, t0, kh, L, c, pair);
     __syncthreads();
     if (owns) {
       for (int i = 0; i < L; ++i) {
@@ -122,14 +129,7 @@ __global__ void delta_chunked_kernel(DeltaArgs a) {
       }
     }
     __syncthreads();
-    for (int p = tid; p < L * L; p += blockDim.x) {
-      const int i = p / L, j = p % L;
-      if (j > i) continue;
-      const float *qi = q_row(a, t0 + i, kh), *kj = k_row(a, t0 + j, kh);
-      float dot = 0;
-      for (int64_t x = 0; x < a.dk; ++x) dot = madd(dot, qi[x], kj[x]);
-      pair[i * kChunk + j] = __fmul_rn(dot, expf(__fsub_rn(c[i], c[j])));
-    }
+    decayed_dots(a, true, t0, kh, L, c, pair);
     __syncthreads();
     if (owns) {
       for (int i = 0; i < L; ++i) {

@@ -1,5 +1,6 @@
 #include "backend/cuda/runtime.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -11,6 +12,11 @@
 #include "tensor/tensor.h"
 
 namespace ingot::cuda {
+
+bool env_is(const char* name, const char* value) {
+  const char* e = std::getenv(name);
+  return e && std::strcmp(e, value) == 0;
+}
 
 void fail_cuda(const char* what, cudaError_t e, const char* file, int line) {
   fail(e == cudaErrorMemoryAllocation ? ErrorKind::ResourceExhausted : ErrorKind::Internal, "CUDA error ",

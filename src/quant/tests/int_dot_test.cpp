@@ -16,12 +16,14 @@
 #include <vector>
 
 #include "quant/quant.h"
+#include "quant/tests/random_weights.h"
 #include "quant/xquant.h"
 #include "tensor/half.h"
 #include "util/error.h"
 
 using namespace ingot;
 using namespace ingot::quant;
+using ingot::quant::testing::random_blocks;
 
 namespace {
 
@@ -102,27 +104,6 @@ Expect ref_dot(DType t, const uint8_t* row, const RefBlock* x, int64_t nb) {
   return e;
 }
 
-Weight random_weight(DType t, int64_t rows, int64_t cols, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> byte(0, 255);
-  std::uniform_real_distribution<float> scale(0.002f, 0.05f);
-  Tensor data = Tensor::empty({rows, cols}, t);
-  auto* p = data.data<uint8_t>();
-  for (size_t i = 0; i < data.nbytes(); ++i) p[i] = static_cast<uint8_t>(byte(rng));
-  const size_t bb = t == DType::Q8_0 ? 34 : t == DType::Q4_1 ? 20 : 18;
-  auto put = [](uint8_t* at, float v) {
-    uint16_t h = f32_to_f16(v);
-    std::memcpy(at, &h, 2);
-  };
-  for (size_t b = 0; b < data.nbytes() / bb; ++b) {
-    put(p + b * bb, scale(rng));
-    if (t == DType::Q4_1) put(p + b * bb + 2, -8 * scale(rng));
-  }
-  Weight w;
-  w.data = data;
-  return w;
-}
-
 // Activations with awkward blocks mixed in: all zero, a single non-zero, exact
 // ties after scaling (amax 127 makes the scale 1, so 2.5 -> 2 and 3.5 -> 4), huge and tiny.
 std::vector<float> awkward_x(int64_t n, int64_t k, uint32_t seed) {
@@ -146,7 +127,7 @@ std::vector<float> awkward_x(int64_t n, int64_t k, uint32_t seed) {
 }
 
 void check_exact(DType t, Isa isa, int64_t m, int64_t k, int64_t n, uint32_t seed) {
-  Weight w = random_weight(t, m, k, seed);
+  Weight w = random_blocks(t, m, k, seed);
   auto x = awkward_x(n, k, seed + 100);
   const int64_t nb = k / 32;
   std::vector<RefBlock> xb(static_cast<size_t>(n * nb));
@@ -211,7 +192,7 @@ TEST(IntDot, KernelsMatchExactArithmeticOnOddShapes) {
 TEST(IntDot, RowPositionDoesNotChangeResult) {
   const int64_t m = 23, k = 160, n = 2;
   for (DType t : {DType::Q4_1, DType::Q4_0, DType::Q8_0}) {
-    Weight w = random_weight(t, m, k, 77);
+    Weight w = random_blocks(t, m, k, 77);
     auto x = awkward_x(n, k, 5);
     for (Isa isa : isas()) {
       std::vector<float> all(static_cast<size_t>(n * m));
@@ -243,7 +224,7 @@ TEST(IntDot, BadInputFailsClearly) {
           Error)
           << dtype_name(t);
       // No activation rows: nothing is written.
-      Weight w = random_weight(t, 4, 64, 3);
+      Weight w = random_blocks(t, 4, 64, 3);
       kernels(isa, t).linear(x.data(), 0, w, y.data());
       for (float v : y) EXPECT_EQ(v, 7.0f);
     }

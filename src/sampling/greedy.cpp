@@ -26,7 +26,48 @@ float row_logsumexp(const float* row, int64_t v) {
   return mx + std::log(sum);
 }
 
+namespace {
+
+// The pick without the log-sum-exp, where that cannot change it: subtracting
+// one value and rounding to f32 never reorders two logits, so the rounded
+// log-softmax can only tie (and hand the pick to a lower id) between logits
+// within a few ulps of the result's magnitude, which is at most log(v) plus
+// lse's own rounding past the max. With no other logit within that margin of
+// the max, the max's id is the pick. Returns -1 when the margin holds another
+// logit or the row is not finite (NaN, +inf, all -inf): the full rule decides.
+int64_t clear_argmax(const float* row, int64_t v) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  float mx = -kInf;
+  bool finite = true;
+  for (int64_t j = 0; j < v; ++j) {
+    mx = row[j] > mx ? row[j] : mx;
+    finite &= row[j] < kInf;  // false for NaN and +inf
+  }
+  if (!finite || mx == -kInf) return -1;
+  // |x - lse| <= log(v) + 1 + ulp(max) for the logits that matter; two of them
+  // a distance g apart round apart once g > 2^-22 of that (see above).
+  const double amx = std::fabs(static_cast<double>(mx));
+  const double ulp = std::nextafter(static_cast<float>(amx), kInf) - amx;
+  const double margin = (std::log(static_cast<double>(v)) + 2.0 + ulp) * std::ldexp(1.0, -22);
+  const double thr_d = static_cast<double>(mx) - margin;
+  float thr = static_cast<float>(thr_d);
+  if (static_cast<double>(thr) > thr_d) thr = std::nextafter(thr, -kInf);  // round down: never fewer candidates
+  int64_t pick = -1;
+  for (int64_t j = 0; j < v; ++j) {
+    if (row[j] < thr) continue;
+    if (pick >= 0) return -1;
+    pick = j;
+  }
+  return pick;
+}
+
+}  // namespace
+
 int32_t greedy_token(const float* row, int64_t v, float* logprob) {
+  if (!logprob) {
+    const int64_t pick = clear_argmax(row, v);
+    if (pick >= 0) return static_cast<int32_t>(pick);
+  }
   const float lse = row_logsumexp(row, v);
   if (!std::isfinite(lse)) {
     if (logprob) *logprob = lse;

@@ -13,6 +13,7 @@ float row_logsumexp(const float* row, int64_t v);
 
 // argmax of log-softmax in f32: the lowest id wins an exact tie; a row whose
 // logsumexp is not finite selects 0. Returns the id; *logprob gets its value.
+// Without `logprob` the log-sum-exp is computed only when a near-tie needs it.
 int32_t greedy_token(const float* row, int64_t v, float* logprob = nullptr);
 
 // The k most likely ids with their log-probs, most likely first (ties: lower

@@ -53,6 +53,50 @@ TEST(Greedy, LowestIdWinsTiesAndNonFiniteRowGivesZero) {
   EXPECT_EQ(greedy_token(close.data(), 3), ref);
 }
 
+// Without a logprob to report, greedy_token skips the log-sum-exp unless a
+// near-tie could change the pick; it must pick what the full rule picks (the
+// call with a logprob) on rows built to sit at that edge.
+TEST(Greedy, PickWithoutLogprobEqualsTheFullRule) {
+  std::mt19937 g(11);
+  const float inf = std::numeric_limits<float>::infinity();
+  int checked = 0;
+  for (float magnitude : {0.0f, 1.0f, 30.0f, 1000.0f, 1e6f, -500.0f, 3e30f}) {
+    for (int64_t v : {1, 2, 3, 97, 4096, 151680}) {
+      for (int trial = 0; trial < 6; ++trial) {
+        auto row = random_row(v, static_cast<uint32_t>(g()), 2.0f);
+        for (auto& x : row) x += magnitude;
+        std::uniform_int_distribution<int64_t> at(0, v - 1);
+        const int64_t top = at(g), rival = at(g);
+        // Odd trials: a flat row (logits within 1e-3 of each other), where lse - max ~ log(v)
+        // and the rounded log-softmax merges neighbours; even: one clear favourite.
+        if (trial % 2) {
+          std::uniform_real_distribution<float> flat(0.0f, 1e-3f);
+          for (auto& x : row) x = magnitude + flat(g);
+        }
+        row[static_cast<size_t>(top)] = magnitude + (trial % 2 ? 1e-3f : 20.0f);
+        // The rival sits 0..4 f32 steps below the top (or on it), or a little further.
+        float r = row[static_cast<size_t>(top)];
+        for (int k = 0; k < trial; ++k) r = std::nextafter(r, -inf);
+        if (trial == 5) r -= std::fabs(r) * 1e-6f + 1e-6f;
+        if (rival != top) row[static_cast<size_t>(rival)] = r;
+        if (trial % 3 == 1 && v > 2) row[static_cast<size_t>((top + 1) % v)] = -inf;  // masked ids
+        float lp = 0;
+        ASSERT_EQ(greedy_token(row.data(), v), greedy_token(row.data(), v, &lp))
+            << "magnitude " << magnitude << " v " << v << " trial " << trial;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 7 * 6 * 6);
+  // Rows the full rule settles by its non-finite case.
+  std::vector<float> masked(8, -inf);
+  EXPECT_EQ(greedy_token(masked.data(), 8), 0);
+  masked[5] = 1.0f;
+  EXPECT_EQ(greedy_token(masked.data(), 8), 5);
+  masked[6] = inf;
+  EXPECT_EQ(greedy_token(masked.data(), 8), 0);
+}
+
 TEST(Greedy, TopLogprobsSortedAndNormalised) {
   auto row = random_row(3000, 7);
   float lse = row_logsumexp(row.data(), 3000);

@@ -4,7 +4,7 @@
 //     and through HTTP (SSE /v1/completions), one client at a time, in
 //     alternating pairs (median per-pair overhead) plus CPU time per token;
 //  3. TTFT through HTTP at 1 / 8 / 64 concurrent streaming clients.
-// Usage: server_bench MODEL_DIR [TOKENS_PER_REQUEST=64] [REQUESTS=8] [KV=paged] [THREADS=0 (all cores)]
+// Usage: server_bench MODEL_DIR|FILE.gguf [TOKENS_PER_REQUEST=64] [REQUESTS=8] [KV=paged] [THREADS=0 (all cores)]
 #include <httplib.h>
 #include <sys/resource.h>
 
@@ -16,6 +16,9 @@
 
 #include "ingot/engine.h"
 #include "io/config.h"
+#include "io/gguf.h"
+#include "io/gguf_tokenizer.h"
+#include "models/gguf_source.h"
 #include "models/model.h"
 #include "backend/cpu/thread_pool.h"
 #include "runtime/runtime.h"
@@ -92,7 +95,7 @@ HttpRun http_stream(int port, int i, int64_t tokens) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: server_bench MODEL_DIR [TOKENS=64] [REQUESTS=8] [KV=paged] [THREADS=0]\n");
+    std::fprintf(stderr, "usage: server_bench MODEL_DIR|FILE.gguf [TOKENS=64] [REQUESTS=8] [KV=paged] [THREADS=0]\n");
     return 2;
   }
   const std::string dir = argv[1];
@@ -102,9 +105,17 @@ int main(int argc, char** argv) {
   if (argc > 5 && std::atoi(argv[5]) > 0) cpu::set_num_threads(std::atoi(argv[5]));
   runtime::init_backends();
   auto t_start = Clock::now();
-  auto tok = Tokenizer::from_dir(dir);
+  // A GGUF file (the SmolLM2 fixture) carries its tokenizer in its metadata.
+  const bool gguf = is_gguf_path(dir);
+  std::unique_ptr<Tokenizer> tok;
+  if (gguf) {
+    GgufTokenizerFiles files = gguf_tokenizer_files(*GgufFile::open(dir));
+    tok = Tokenizer::from_json(files.tokenizer_json, files.tokenizer_config_json);
+  } else {
+    tok = Tokenizer::from_dir(dir);
+  }
   auto t_tok = Clock::now();
-  auto model = load_model(dir);
+  auto model = gguf ? load_gguf_model(dir, {}) : load_model(dir);
   auto t_model = Clock::now();
   engine::EngineOptions eo;
   eo.kv = kv;

@@ -121,6 +121,9 @@ struct EngineOptions {
   int64_t token_budget = 2048;      // tokens per step (decode rows + prefill chunks)
   int64_t context_length = 0;       // 0: the model's max_position_embeddings
   double memory_budget_gb = 0;      // 0: no explicit budget (machine memory)
+  // Memory of the device the model runs on when that is not this machine's
+  // RAM (a GPU's): without an explicit budget the KV room comes from it.
+  int64_t device_memory_bytes = 0;
   std::string kv = "paged";         // contiguous | paged | kv8 | kv4
   bool prefix_cache = true;
   int64_t prefix_cache_blocks = 0;  // 0: bounded by the memory budget

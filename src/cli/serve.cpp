@@ -15,6 +15,7 @@
 #include "io/gguf.h"
 #include "io/gguf_tokenizer.h"
 #include "models/gguf_source.h"
+#include "runtime/runtime.h"
 #include "server/embeddings.h"
 #include "server/http_app.h"
 #include "server/service.h"
@@ -160,6 +161,7 @@ int run_serve(const ServeFlags& f) {
   eo.max_queue = f.max_queue;
   eo.context_length = f.ctx;
   eo.memory_budget_gb = f.memory_budget_gb;
+  if (model && model->device() != Device::CPU) eo.device_memory_bytes = runtime::device_memory_bytes(model->device());
   eo.kv = f.model.kv;
   if (f.prompt_cache_size == 0) eo.prefix_cache = false;
   if (f.prompt_cache_size > 0) eo.prefix_cache_entries = f.prompt_cache_size;

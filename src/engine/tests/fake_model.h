@@ -22,8 +22,13 @@ class FakeModel final : public Model {
   Tensor forward(const BatchInput& in) override;
   std::vector<kv::LayerSpec> cache_layout() const override { return {kv::LayerSpec{1, 1, 1, 0}}; }
   DType kv_dtype() const override { return DType::F32; }
-  Device device() const override { return Device::CPU; }
-  size_t weight_bytes() const override { return 0; }
+  Device device() const override { return device_; }
+  size_t weight_bytes() const override { return weight_bytes_; }
+  // What the model reports for memory accounting (it still computes on the CPU).
+  void report(Device d, size_t weight_bytes) {
+    device_ = d;
+    weight_bytes_ = weight_bytes;
+  }
 
   // The logits row after `token` at `position`.
   void logits_row(int32_t token, int64_t position, float* out) const;
@@ -33,6 +38,8 @@ class FakeModel final : public Model {
 
  private:
   ModelConfig cfg_;
+  Device device_ = Device::CPU;
+  size_t weight_bytes_ = 0;
 };
 
 }  // namespace ingot::testing

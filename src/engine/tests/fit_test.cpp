@@ -6,6 +6,8 @@
 #include <regex>
 
 #include "engine/memory.h"
+#include "fake_model.h"
+#include "ingot/engine.h"
 #include "kv/kinds.h"
 #include "kv/pool.h"
 #include "test_models.h"
@@ -106,6 +108,37 @@ TEST(Fit, QuantizedKvBytesMatchThePool) {
   EXPECT_EQ(kv_sequence_fixed_bytes(layers, "kv4"), 4 * 16 * 128 * 4);
   EXPECT_EQ(kv_sequence_fixed_bytes(layers, "kv8"), 0);
   EXPECT_EQ(kv_sequence_fixed_bytes(layers, "contiguous"), 0);
+}
+
+// A model on a GPU takes its KV room from the device's memory, not this
+// machine's RAM, and the process's host-side baseline is not charged to it.
+TEST(Fit, KvBudgetOfAGpuModelComesFromTheDevice) {
+  ingot::testing::FakeModel model;
+  EngineOptions opt;
+  const int64_t weights = 3ll << 30, act = activation_bytes(model.config(), opt.token_budget,
+                                                            std::min<int64_t>(opt.token_budget, opt.max_concurrency),
+                                                            model.config().max_position_embeddings);
+  model.report(Device::CUDA, static_cast<size_t>(weights));
+  try {
+    kv_budget_bytes(model, opt);
+    ADD_FAILURE() << "a GPU model without a device memory size or budget must be refused";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("device"), std::string::npos) << e.what();
+  }
+  opt.device_memory_bytes = 24ll << 30;
+  EXPECT_EQ(kv_budget_bytes(model, opt), (24ll << 30) * 9 / 10 - weights - act);
+  // An explicit budget wins; the same budget on the CPU also pays the runtime overhead.
+  opt.memory_budget_gb = 8;
+  const int64_t gpu = kv_budget_bytes(model, opt);
+  EXPECT_EQ(gpu, (8ll << 30) - weights - act);
+  model.report(Device::CPU, static_cast<size_t>(weights));
+  EXPECT_EQ(gpu - kv_budget_bytes(model, opt), runtime_overhead_bytes());
+  // A device too small for the weights is refused with what they need.
+  model.report(Device::CUDA, static_cast<size_t>(weights));
+  opt.memory_budget_gb = 0;
+  opt.device_memory_bytes = 2ll << 30;
+  EXPECT_THROW(kv_budget_bytes(model, opt), Error);
 }
 
 TEST(Fit, BadInputIsAClearError) {

@@ -43,7 +43,7 @@ void launch_attention(const float* q, const void* k, const void* v, DType kvdt, 
   if (t == 0) return;
   if (kvdt != DType::F32 && kvdt != DType::BF16)
     fail(ErrorKind::Unsupported, "CUDA attention over ", dtype_name(kvdt), " keys");
-  const bool aligned = (reinterpret_cast<uintptr_t>(k) & 15) == 0;
+  const bool aligned = ((reinterpret_cast<uintptr_t>(k) | reinterpret_cast<uintptr_t>(v)) & 15) == 0;
   if (kvdt == DType::F32)
     attn::run(q, attn::DenseKV<float>{static_cast<const float*>(k), static_cast<const float*>(v), kvh, d, dv}, aligned,
               out, t, h, d, s, kvh, dv, p);

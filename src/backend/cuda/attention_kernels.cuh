@@ -2,7 +2,8 @@
 // contiguous buffer here, a paged block table in paged.cu), so every store
 // runs the same arithmetic: one block per (query, head, key split), keys in
 // tiles of the block size with an online softmax; merge_splits_kernel
-// combines the splits of a flash-decoding launch. Included by attention.cu
+// combines the splits of a flash-decoding launch. Prefill over bf16 rows
+// takes the tensor-core kernel of attention_mma.cuh instead. Included by attention.cu
 // and paged.cu only.
 #pragma once
 #include <cuda_bf16.h>
@@ -115,7 +116,8 @@ struct DenseKV {
   const T* v;
   int64_t kvh, d, dv;
   using VRow = const T*;
-  __device__ float dot(const float* qs, int64_t j, int64_t kh) const { return dot_row(qs, k + (j * kvh + kh) * d, d); }
+  __device__ const T* key(int64_t j, int64_t kh) const { return k + (j * kvh + kh) * d; }
+  __device__ float dot(const float* qs, int64_t j, int64_t kh) const { return dot_row(qs, key(j, kh), d); }
   __device__ void key8(int64_t j, int64_t kh, int64_t c8, float (&f)[8]) const {
     load8(k + (j * kvh + kh) * d + c8 * 8, f);
   }
@@ -359,6 +361,8 @@ __global__ void merge_splits_kernel(const float* part_ml, const float* part_acc,
 
 
 
+#include "backend/cuda/attention_mma.cuh"
+
 // The partials of a split launch: (max, sum) pairs `ml` [rows * splits * 2]
 // and output rows `acc` [rows * splits * dv]; none without splits.
 class SplitScratch {
@@ -384,6 +388,13 @@ void run(const float* q, const KV& kv, bool aligned, float* out, int64_t t, int6
          int64_t kvh, int64_t dv, const AttnParams& p) {
   if (t == 0) return;
   INGOT_CHECK(dv <= kTile * kMaxDvPerThread, "attention: value head dim ", dv, " too large");
+  // Prefill over bf16 rows: the tensor-core kernel (attention_mma.cuh).
+  if constexpr (std::is_same_v<typename KV::VRow, const __nv_bfloat16*>) {
+    if (mma_applies(q, out, aligned, t, d, dv, p)) {
+      run_mma(q, kv, out, t, h, d, s, kvh, p);
+      return;
+    }
+  }
   // Keys a query row sees at most (the last row under a causal mask). With a
   // device key count the host knows only the reserved rows: splits cover them
   // all and splits past the count contribute nothing.

@@ -104,6 +104,8 @@ class CudaBackend final : public Backend {
                               n, m, k);
       return y;
     }
+    if (std::vector<Tensor> gu = gemms_on_one_input(x_in, {&gate, &up}, {gb, ub}); !gu.empty())
+      return glu(op, gu[0], gu[1]);
     return Backend::glu_linear(op, x_in, gate, up, gb, ub);
   }
 
@@ -124,7 +126,10 @@ class CudaBackend final : public Backend {
       }
     }
     seg.count = static_cast<int>(w.size());
-    if (!fused || !gemv_bf16_multi_applies(seg, x_in.dim(-1))) return Backend::linear_many(x_in, w, bias);
+    if (!fused || !gemv_bf16_multi_applies(seg, x_in.dim(-1))) {
+      if (std::vector<Tensor> y = gemms_on_one_input(x_in, w, bias); !y.empty()) return y;
+      return Backend::linear_many(x_in, w, bias);
+    }
     Tensor x = dev_f32(x_in);
     std::vector<Tensor> out;
     for (size_t i = 0; i < w.size(); ++i) {
@@ -134,6 +139,34 @@ class CudaBackend final : public Backend {
       seg.y[i] = out.back().data<float>();
     }
     launch_gemv_bf16_multi(seg, x.data<float>(), rows_of(x), x.dim(-1));
+    return out;
+  }
+
+  // Dense weights of one type that all take cuBLAS (prefill rows): x is cast
+  // to their type once for all of them rather than once per matrix. Empty
+  // when that does not apply.
+  std::vector<Tensor> gemms_on_one_input(const Tensor& x_in, const std::vector<const Weight*>& w,
+                                         const std::vector<const Tensor*>& bias) {
+    if (w.empty()) return {};
+    for (const Weight* wi : w)
+      if (wi->is_affine() || is_quantized(wi->dtype()) || wi->dtype() != w[0]->dtype() || gemv_fits(x_in, *wi) ||
+          wi->data.device() != Device::CUDA || wi->data.stride(1) != 1 || wi->cols() != x_in.dim(-1))
+        return {};
+    Tensor x = dev_f32(x_in);
+    const Tensor xin = gemm_input(x, w[0]->dtype());
+    const int64_t n = rows_of(x), k = x.dim(-1);
+    std::vector<Tensor> out;
+    for (size_t i = 0; i < w.size(); ++i) {
+      std::vector<int64_t> shape = x.shape().vec();
+      shape.back() = w[i]->rows();
+      Tensor y = Tensor::empty(Shape(shape), DType::F32, Device::CUDA);
+      gemm_cast(xin, *w[i], y, n, w[i]->rows(), k);
+      if (i < bias.size() && bias[i] && bias[i]->defined()) {
+        Tensor b = dev_f32(*bias[i]);
+        launch_add_bias(y.data<float>(), b.data<float>(), n, w[i]->rows());
+      }
+      out.push_back(std::move(y));
+    }
     return out;
   }
 
@@ -147,13 +180,21 @@ class CudaBackend final : public Backend {
   }
 
   // cuBLAS: x rounded to the weight type, float32 accumulation.
+  // x in the weight's type: what cuBLAS multiplies (a float32 x for float32 weights).
+  static Tensor gemm_input(const Tensor& x, DType wt) {
+    if (wt == DType::F32) return x;
+    Tensor xin = Tensor::empty(x.shape(), wt, Device::CUDA);
+    launch_cast(x.raw(), DType::F32, xin.raw(), wt, x.numel());
+    return xin;
+  }
+
   static void gemm(const Tensor& x, const Weight& w, Tensor& y, int64_t n, int64_t m, int64_t k) {
+    gemm_cast(gemm_input(x, w.dtype()), w, y, n, m, k);
+  }
+
+  // y = xin · Wᵀ for xin already in the weight's type.
+  static void gemm_cast(const Tensor& xin, const Weight& w, Tensor& y, int64_t n, int64_t m, int64_t k) {
     const DType wt = w.dtype();
-    Tensor xin = x;
-    if (wt != DType::F32) {
-      xin = Tensor::empty(x.shape(), wt, Device::CUDA);
-      launch_cast(x.raw(), DType::F32, xin.raw(), wt, x.numel());
-    }
     const float one = 1.0f, zero = 0.0f;
     // Row-major y[n,m] = x[n,k] · W[m,k]ᵀ is column-major yᵀ[m,n] = Wᵀᵀ·xᵀ.
     CUBLAS_OK(cublasGemmEx(cublas(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(m), static_cast<int>(n),

@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/runtime.h"
 #include "tensor/tensor.h"
 
@@ -212,6 +213,7 @@ __global__ void attention_kernel(const float* q, KV kv, float* out, int64_t h, i
                                  int64_t s, int64_t kvh, int64_t dv, AttnParams p, float* part_ml,
                                  float* part_acc) {
   extern __shared__ __align__(16) float smem[];
+  let_next_kernel_start();  // the output projection's GEMV may be scheduled meanwhile (pdl.cuh)
   const int64_t i = blockIdx.x / h, hh = blockIdx.x % h, kh = hh / (h / kvh);
   if (p.kv_len) {
     // Graph-replayed step: the key count lives on the device; the queries are the last rows.
@@ -355,6 +357,7 @@ __device__ __forceinline__ void merge_block(const float* ml, const float* part_a
 // One block per (query, head).
 __global__ void merge_splits_kernel(const float* part_ml, const float* part_acc, float* out, int64_t splits,
                                     int64_t dv) {
+  let_next_kernel_start();
   const int64_t qh = blockIdx.x;
   merge_block(part_ml + 2 * qh * splits, part_acc + qh * splits * dv, out + qh * dv, splits, dv);
 }

@@ -60,6 +60,7 @@ __global__ void write_kv_rows_kernel(DstArg dst, const S* k, const S* v, const i
 template <typename T>
 __global__ void attention_rows_kernel(const float* q, RowsArg rows, float* out, int64_t h, int64_t d, int64_t kvh,
                                       int64_t dv, AttnParams p, int64_t max_splits, float* part_ml, float* part_acc) {
+  let_next_kernel_start();  // (pdl.cuh)
   extern __shared__ __align__(16) float smem[];
   const int64_t i = blockIdx.x / h, hh = blockIdx.x % h, kh = hh / (h / kvh);
   const RowKV& r = rows.r[i];
@@ -76,6 +77,7 @@ __global__ void attention_rows_kernel(const float* q, RowsArg rows, float* out, 
 
 __global__ void merge_rows_kernel(const float* part_ml, const float* part_acc, float* out, RowsArg rows, int64_t h,
                                   int64_t max_splits, int64_t dv) {
+  let_next_kernel_start();  // (pdl.cuh)
   const int64_t qh = blockIdx.x, splits = rows.r[qh / h].splits;
   if (splits <= 1) return;  // written by the attention kernel itself
   attn::merge_block(part_ml + 2 * qh * max_splits, part_acc + qh * max_splits * dv, out + qh * dv, splits, dv);

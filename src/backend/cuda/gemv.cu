@@ -8,6 +8,7 @@
 
 #include "backend/cuda/gemv_epilogue.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/runtime.h"
 
 namespace ingot::cuda {
@@ -132,6 +133,9 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
   const int part = (warp % WPR) * 32 + lane;  // this thread's place among the row's threads
   constexpr int kStride = 32 * WPR;
   if (WPR == 1 && row >= m) return;  // (WPR > 1: the grid holds whole rows only)
+  // Overlapped with the kernel before (pdl.cuh): wait for its output (x, res).
+  wait_for_previous_kernel();
+  let_next_kernel_start();
   float acc[N], acc2[N];
 #pragma unroll
   for (int r = 0; r < N; ++r) acc[r] = acc2[r] = 0.0f;
@@ -153,11 +157,12 @@ template <int N, int MODE>
 void launch_n(const __nv_bfloat16* w, const __nv_bfloat16* w2, int64_t ldw, const float* x, const float* res,
               float* y, int64_t m, int64_t k) {
   if (block_per_row(m, k) && !gemv_one_warp_per_row()) {
-    gemv_bf16_kernel<N, kWarpsPerBlock, MODE>
-        <<<static_cast<unsigned>(m), kWarpsPerBlock * 32, 0, stream()>>>(w, w2, ldw, x, res, y, m, k);
+    launch_overlapped(gemv_bf16_kernel<N, kWarpsPerBlock, MODE>, dim3(static_cast<unsigned>(m)),
+                      dim3(kWarpsPerBlock * 32), w, w2, ldw, x, res, y, m, k);
   } else {
     unsigned grid = static_cast<unsigned>((m + kWarpsPerBlock - 1) / kWarpsPerBlock);
-    gemv_bf16_kernel<N, 1, MODE><<<grid, kWarpsPerBlock * 32, 0, stream()>>>(w, w2, ldw, x, res, y, m, k);
+    launch_overlapped(gemv_bf16_kernel<N, 1, MODE>, dim3(grid), dim3(kWarpsPerBlock * 32), w, w2, ldw, x, res, y, m,
+                      k);
   }
 }
 
@@ -201,6 +206,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_bf16_multi_kernel(Ge
   const auto* w = static_cast<const __nv_bfloat16*>(seg == 0 ? s.w[0] : seg == 1 ? s.w[1] : s.w[2]);
   const int64_t ldw = seg == 0 ? s.ldw[0] : seg == 1 ? s.ldw[1] : s.ldw[2];
   float* y = seg == 0 ? s.y[0] : seg == 1 ? s.y[1] : s.y[2];
+  wait_for_previous_kernel();
+  let_next_kernel_start();
   float acc[N];
 #pragma unroll
   for (int r = 0; r < N; ++r) acc[r] = 0.0f;
@@ -213,10 +220,11 @@ void launch_multi_n(const GemvSegments& s, bool per_block, const float* x, int64
   int64_t total = 0;
   for (int i = 0; i < s.count; ++i) total += s.m[i];
   if (per_block) {
-    gemv_bf16_multi_kernel<N, kWarpsPerBlock><<<static_cast<unsigned>(total), kWarpsPerBlock * 32, 0, stream()>>>(s, x, k);
+    launch_overlapped(gemv_bf16_multi_kernel<N, kWarpsPerBlock>, dim3(static_cast<unsigned>(total)),
+                      dim3(kWarpsPerBlock * 32), s, x, k);
   } else {
     unsigned grid = static_cast<unsigned>((total + kWarpsPerBlock - 1) / kWarpsPerBlock);
-    gemv_bf16_multi_kernel<N, 1><<<grid, kWarpsPerBlock * 32, 0, stream()>>>(s, x, k);
+    launch_overlapped(gemv_bf16_multi_kernel<N, 1>, dim3(grid), dim3(kWarpsPerBlock * 32), s, x, k);
   }
 }
 

@@ -6,6 +6,7 @@
 #include <cfloat>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pdl.cuh"
 #include "backend/cuda/runtime.h"
 #include "tensor/tensor.h"
 
@@ -80,6 +81,7 @@ __device__ float block_max(float v) {
 }
 
 __global__ void rms_norm_kernel(const float* x, const float* w, float* y, int64_t d, float eps, bool unit) {
+  let_next_kernel_start();  // a GEMV after the norm may be scheduled meanwhile (pdl.cuh)
   const float* r = x + blockIdx.x * d;
   float ss = 0;
   for (int64_t j = threadIdx.x; j < d; j += blockDim.x) ss += r[j] * r[j];

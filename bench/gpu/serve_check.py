@@ -43,15 +43,6 @@ def streamed_text(url, prompt, max_tokens):
     return text
 
 
-def metrics(url):
-    out = {}
-    for line in requests.get(url + "/metrics", timeout=10).text.splitlines():
-        if line and not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            out[name] = float(value)
-    return out
-
-
 def main():
     ingot, tokenizer = sys.argv[1], pathlib.Path(sys.argv[2])
     device = sys.argv[3] if len(sys.argv) > 3 else "cuda"
@@ -97,7 +88,7 @@ def main():
         equal = sum(t == alone[PROMPTS[i % 8]] for i, t in enumerate(together))
         check("16 concurrent streams equal to each alone", equal == 16, f"{equal}/16")
 
-        before = metrics(gpu.url)
+        before = gpu.metrics()
         base = before["ingot_kv_blocks_used"]
         with complete(gpu.url, "Tell me a long story", 480, stream=True) as r:
             for i, _ in enumerate(r.iter_lines()):
@@ -105,7 +96,7 @@ def main():
                     break
         freed = False
         for _ in range(100):
-            m = metrics(gpu.url)
+            m = gpu.metrics()
             if m["ingot_requests_running"] == 0 and m["ingot_kv_blocks_used"] == base:
                 freed = True
                 break
@@ -119,7 +110,7 @@ def main():
                             headers={"Content-Type": "application/json"})
         check("bad JSON is a 400", bad.status_code == 400 and "error" in bad.json(), str(bad.status_code))
         check(f"{device} server still up", gpu.alive())
-        m = metrics(gpu.url)
+        m = gpu.metrics()
         print(f"{device} kv blocks total", m.get("ingot_kv_blocks_total"), "generated tokens",
               m.get("ingot_generation_tokens_total"), flush=True)
     finally:

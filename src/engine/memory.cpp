@@ -136,9 +136,9 @@ int64_t kv_budget_bytes(const Model& model, const EngineOptions& opt) {
   if (on_device && opt.memory_budget_gb <= 0 && opt.device_memory_bytes <= 0)
     fail(ErrorKind::InvalidArgument, "a model on ", device_name(model.device()),
          " needs the device's memory size or an explicit memory budget");
-  const int64_t machine = on_device ? opt.device_memory_bytes : machine_memory_bytes();
+  const int64_t memory = on_device ? opt.device_memory_bytes : machine_memory_bytes();
   const int64_t total =
-      opt.memory_budget_gb > 0 ? static_cast<int64_t>(opt.memory_budget_gb * gib) : machine * 9 / 10;
+      opt.memory_budget_gb > 0 ? static_cast<int64_t>(opt.memory_budget_gb * gib) : memory * 9 / 10;
   const int64_t ctx = opt.context_length > 0 ? opt.context_length : model.config().max_position_embeddings;
   const int64_t rows = std::max<int64_t>(1, opt.token_budget);
   const int64_t fixed = static_cast<int64_t>(model.weight_bytes()) + (on_device ? 0 : runtime_overhead_bytes()) +

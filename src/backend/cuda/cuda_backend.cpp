@@ -179,8 +179,8 @@ class CudaBackend final : public Backend {
     return gemv_bf16_applies(w.data.raw(), w.data.stride(0), x.data<float>(), rows_of(x), x.dim(-1));
   }
 
-  // cuBLAS: x rounded to the weight type, float32 accumulation.
-  // x in the weight's type: what cuBLAS multiplies (a float32 x for float32 weights).
+  // cuBLAS: x rounded to the weight type, float32 accumulation. gemm_input
+  // gives x in the weight's type (x itself for float32 weights).
   static Tensor gemm_input(const Tensor& x, DType wt) {
     if (wt == DType::F32) return x;
     Tensor xin = Tensor::empty(x.shape(), wt, Device::CUDA);

@@ -12,8 +12,6 @@
 #pragma once
 #include <cuda_runtime.h>
 
-#include <cstdint>
-
 #include "backend/cuda/runtime.h"
 
 namespace ingot::cuda {

@@ -53,6 +53,7 @@ __device__ inline float dot_row<__nv_bfloat16>(const float* qs, const __nv_bfloa
   }
   const uint4* kv = reinterpret_cast<const uint4*>(kr);
   float s[4] = {0, 0, 0, 0};
+#pragma unroll 4
   for (int64_t c8 = 0; c8 < d / 8; ++c8) {
     uint4 w = __ldg(kv + c8);
     const __nv_bfloat162* wp = reinterpret_cast<const __nv_bfloat162*>(&w);
@@ -129,6 +130,31 @@ struct DenseKV {
 // Bytes of shared memory after `floats` floats where a tile's value rows start (aligned for any VRow).
 __host__ __device__ constexpr size_t vrow_offset(size_t floats) { return (floats * sizeof(float) + 15) / 16 * 16; }
 
+// Value elements 8·c8 .. 8·c8 + 7 of a value row: one 16-byte load for an
+// aligned bf16 row, val() per element otherwise (quantized rows).
+template <class KV>
+__device__ inline void val8(const KV& kv, const typename KV::VRow& r, int64_t c8, float (&f)[8]) {
+  if constexpr (std::is_same_v<typename KV::VRow, const __nv_bfloat16*>) {
+    if ((reinterpret_cast<uintptr_t>(r) & 15) == 0) {
+      load8(r + c8 * 8, f);
+      return;
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < 8; ++e) f[e] = kv.val(r, c8 * 8 + e);
+}
+
+// Value rows in 8-element slices (attend_block): dv a power of two from 8 to
+// 8 * kTile, so that dv / 8 threads cover a row and the block kTile / (dv / 8) rows at once.
+__host__ __device__ constexpr bool sliced_values(int64_t dv) { return dv >= 8 && dv <= 8 * kTile && (dv & (dv - 1)) == 0; }
+
+// Shared memory of attend_block for head dims d and dv and value rows of `vrow_bytes`.
+__host__ __device__ constexpr size_t attend_smem_bytes(int64_t d, int64_t dv, size_t vrow_bytes) {
+  const size_t tile = vrow_offset(static_cast<size_t>(d + kTile + kTile / 32)) + kTile * vrow_bytes;
+  const size_t sums = sliced_values(dv) ? static_cast<size_t>(8 * kTile) * sizeof(float) : 0;  // [rows at once][dv]
+  return tile > sums ? tile : sums;
+}
+
 // One block's work: query head row `qh` [d] at position qpos against keys
 // [0, s) of KV head kh, share `split` of `splits` of the key range; writes
 // the output row `o` [dv], or with splits > 1 the partials `ml` [2] and
@@ -154,6 +180,13 @@ __device__ __forceinline__ void attend_block(const float* qh, const KV& kv, floa
   __syncthreads();
   float acc[kMaxDvPerThread] = {0, 0, 0, 0};
   float m = -INFINITY, l = 0;
+  // Sliced values: thread t sums dims 8·(t % per_row) .. + 7 over the tile's
+  // rows t / per_row, t / per_row + rows_at_once, ...: 16-byte loads, several
+  // rows in flight; the row groups are added in order at the end.
+  const bool sliced = sliced_values(dv);
+  const int per_row = sliced ? static_cast<int>(dv / 8) : 1, rows_at_once = kTile / per_row;
+  const int vg = static_cast<int>(threadIdx.x) / per_row, c8 = static_cast<int>(threadIdx.x) % per_row;
+  float acc8[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   for (int64_t t0 = lo; t0 <= hi; t0 += kTile) {
     int64_t j = t0 + threadIdx.x;
     float score = -INFINITY;
@@ -171,7 +204,20 @@ __device__ __forceinline__ void attend_block(const float* qh, const KV& kv, floa
     ps[threadIdx.x] = pj;
     __syncthreads();
     int64_t n = min(static_cast<int64_t>(kTile), hi - t0 + 1);
-    for (int r = 0; r < kMaxDvPerThread; ++r) {
+    if (sliced) {
+      float a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+#pragma unroll 4
+      for (int64_t jj = vg; jj < n; jj += rows_at_once) {
+        float f[8];
+        val8(kv, vr[jj], c8, f);
+        const float pj = ps[jj];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) a[e] = fmaf(pj, f[e], a[e]);
+      }
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc8[e] = acc8[e] * corr + a[e];
+    }
+    for (int r = 0; r < kMaxDvPerThread && !sliced; ++r) {
       int64_t c = threadIdx.x + r * kTile;
       if (c >= dv) break;
       // Four independent chains so several V loads are in flight.
@@ -188,6 +234,19 @@ __device__ __forceinline__ void attend_block(const float* qh, const KV& kv, floa
     }
     m = nm;
     __syncthreads();
+  }
+  if (sliced) {  // the row groups' sums, added in group order (the tile's buffers are free now)
+    float* sums = smem;  // [rows_at_once][dv]
+#pragma unroll
+    for (int e = 0; e < 8; ++e) sums[vg * dv + c8 * 8 + e] = acc8[e];
+    __syncthreads();
+    for (int r = 0; r < kMaxDvPerThread; ++r) {
+      const int64_t c = threadIdx.x + r * kTile;
+      if (c >= dv) break;
+      float v = 0;
+      for (int g = 0; g < rows_at_once; ++g) v += sums[g * dv + c];
+      acc[r] = v;
+    }
   }
   if (splits > 1) {
     if (threadIdx.x == 0) {
@@ -338,9 +397,42 @@ __global__ void attention_group_kernel(const float* q, KV kv, float* out, int64_
 }
 
 // Merges one (query, head)'s `splits` partials (ml [2 * splits], acc
-// [splits * dv]) into o [dv], rescaling every split to the common max.
+// [splits * dv]) into o [dv], rescaling every split to the common max. The
+// splits' weights exp(m - max) are computed once into shared memory (for up
+// to kMergeStaged splits, more than split_count plans), so the sums read no
+// ml from global memory; values and order are the direct form's below.
+constexpr int kMergeStaged = 1024;
 __device__ __forceinline__ void merge_block(const float* ml, const float* part_acc, float* o, int64_t splits,
                                             int64_t dv) {
+  __shared__ float wt[kMergeStaged], ls[kMergeStaged];  // the splits' max, then weight; their sums
+  __shared__ float total;
+  if (splits <= kMergeStaged) {
+    for (int64_t sp = threadIdx.x; sp < splits; sp += blockDim.x) {
+      wt[sp] = ml[2 * sp];
+      ls[sp] = ml[2 * sp + 1];
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      float mx = -INFINITY;
+      for (int64_t sp = 0; sp < splits; ++sp) mx = fmaxf(mx, wt[sp]);
+      float l = 0;
+      for (int64_t sp = 0; sp < splits; ++sp) {
+        wt[sp] = ls[sp] > 0 ? expf(wt[sp] - mx) : 0.0f;
+        if (ls[sp] > 0) l += wt[sp] * ls[sp];
+      }
+      total = l;
+    }
+    __syncthreads();
+    const float l = total;
+    for (int64_t c = threadIdx.x; c < dv; c += blockDim.x) {
+      float a = 0;
+#pragma unroll 8
+      for (int64_t sp = 0; sp < splits; ++sp)
+        if (ls[sp] > 0) a += wt[sp] * part_acc[sp * dv + c];  // (a split with no keys holds no partials)
+      o[c] = l > 0 ? a / l : 0.0f;
+    }
+    return;
+  }
   float mx = -INFINITY;
   for (int64_t sp = 0; sp < splits; ++sp) mx = fmaxf(mx, ml[2 * sp]);
   float l = 0;
@@ -429,7 +521,7 @@ void run(const float* q, const KV& kv, bool aligned, float* out, int64_t t, int6
     else go(std::integral_constant<int, 8>{});
   } else {
     dim3 grid(static_cast<unsigned>(t * h), static_cast<unsigned>(splits));
-    const size_t smem = vrow_offset(static_cast<size_t>(d + kTile + kTile / 32)) + kTile * sizeof(typename KV::VRow);
+    const size_t smem = attend_smem_bytes(d, dv, sizeof(typename KV::VRow));
     attention_kernel<KV><<<grid, kTile, smem, stream()>>>(q, kv, out, h, d, s, kvh, dv, p, ml_p, acc_p);
   }
   CUDA_LAUNCH_OK();

@@ -97,8 +97,7 @@ void attention_rows(const float* q, const KvRowsDesc* rows, int64_t n, float* ou
   const attn::SplitScratch scratch(n * h, max_splits, dv);
   float *ml_p = scratch.ml(), *acc_p = scratch.acc();
   dim3 grid(static_cast<unsigned>(n * h), static_cast<unsigned>(max_splits));
-  const size_t smem = attn::vrow_offset(static_cast<size_t>(d + attn::kTile + attn::kTile / 32)) +
-                      attn::kTile * sizeof(const T*);
+  const size_t smem = attn::attend_smem_bytes(d, dv, sizeof(const T*));
   attention_rows_kernel<T><<<grid, attn::kTile, smem, stream()>>>(q, a, out, h, d, kvh, dv, p, max_splits, ml_p, acc_p);
   CUDA_LAUNCH_OK();
   if (max_splits > 1) {

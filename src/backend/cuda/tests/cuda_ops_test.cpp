@@ -194,6 +194,26 @@ TEST_F(CudaOps, SplitKeyDecodeAttention) {
   }
 }
 
+// Decode attention over head dims whose value rows are read in 8-element
+// slices (64, 128, 256) and one that is not (80), with a window that leaves
+// most key splits empty (their partials must not reach the merge).
+TEST_F(CudaOps, SplitKeyDecodeAttentionHeadDims) {
+  for (int64_t d : {64, 80, 128, 256}) {
+    Tensor k = randn({3000, 2, d}, 33), v = randn({3000, 2, d}, 34);
+    Tensor kb = k.to(DType::BF16), vb = v.to(DType::BF16);
+    Tensor q = randn({1, 8, d}, 35);
+    for (int64_t window : {0, 300}) {
+      AttnParams p;
+      p.scale = 1.0f / std::sqrt(static_cast<float>(d));
+      p.q_offset = 2999;
+      p.window = window;
+      EXPECT_LT(rel(ops::attention(gpu(q), gpu(k), gpu(v), p), ops::attention(q, k, v, p)), 1e-5) << d << " " << window;
+      EXPECT_LT(rel(ops::attention(gpu(q), gpu(kb), gpu(vb), p), ops::attention(q, kb, vb, p)), 1e-5)
+          << d << " " << window;
+    }
+  }
+}
+
 // The fused GEMV epilogues equal the separate ops bit for bit (both row layouts).
 TEST_F(CudaOps, FusedResidualAndSwiGluGemvAreExact) {
   for (auto [m, k] : {std::pair<int64_t, int64_t>{96, 4096}, {4100, 512}}) {

@@ -18,8 +18,13 @@ struct XBlock {
   int8_t q[32];
 };
 
+// Quantizes `count` runs of 32 values of x into out. With simd (and a CPU
+// with AVX2) 8 values at a time: the same max, the same products rounded to
+// nearest-even, the same ints as the scalar loop (the reference) for finite x.
+void quantize_activation_blocks(const float* x, int64_t count, XBlock* out, bool simd = true);
+
 // x: [n, k] row-major, k a multiple of 32, quantized into n * k/32 blocks.
-// Compiled once for every instruction set, so all paths see the same int8 values.
+// One quantizer for every kernel's instruction set, so all paths see the same int8 values.
 struct XRows {
   XRows(const float* x, int64_t n, int64_t k);
   ~XRows();

@@ -7,6 +7,7 @@
 // output, and a second kernel merges the splits.
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 
 #include "backend/cuda/attention_kernels.cuh"
 
@@ -21,7 +22,9 @@ bool group_kernel_enabled() {
 }
 
 // Splits so that a decode step fills the GPU: about four blocks per SM,
-// never a split of less than one tile of keys.
+// never a split of less than one tile of keys. (Eight measured 2.7 % faster
+// on the 1B graph-replayed decode at 4k keys but 6 % slower with paged rows:
+// bench/RESULTS.md.)
 int64_t split_count(int64_t rows, int64_t keys) {
   static const int sms = [] {
     int dev = 0, n = 0;
@@ -31,7 +34,13 @@ int64_t split_count(int64_t rows, int64_t keys) {
   }();
   // INGOT_CUDA_SPLIT_KEYS=0 keeps one block per row (to measure the split beside it).
   static const bool on = !env_is("INGOT_CUDA_SPLIT_KEYS", "0");
-  const int64_t target = 4 * static_cast<int64_t>(sms);
+  // INGOT_CUDA_SPLIT_BLOCKS=N aims at N blocks per SM instead (to measure the plan).
+  static const int64_t per_sm = [] {
+    const char* e = std::getenv("INGOT_CUDA_SPLIT_BLOCKS");
+    const int v = e ? std::atoi(e) : 0;
+    return static_cast<int64_t>(v > 0 && v <= 64 ? v : 4);
+  }();
+  const int64_t target = per_sm * static_cast<int64_t>(sms);
   if (!on || rows >= target || keys <= 2 * kTile) return 1;
   return std::max<int64_t>(1, std::min((target + rows - 1) / rows, keys / kTile));
 }

@@ -188,6 +188,41 @@ struct Q4 {
     dots<1>(c, r, x, nb, &y);
     return y;
   }
+#if INGOT_QUANT_LEVEL > 0
+  // dots<R> for kCols activation rows at once (prefill): each weight block is
+  // unpacked once for all of them. Every (row, x row) output keeps exactly
+  // the operation sequence dots<R> gives it. y[i * ldy + k] for x row i
+  // (x + i * nb) and weight row r + k.
+  static constexpr int kCols = INGOT_QUANT_LEVEL == 2 ? 4 : 2;  // AVX2 has half the vector registers
+  template <int R>
+  static void dots_cols(const Ctx& c, int64_t r, const XBlock* x, int64_t nb, float* y, int64_t ldy) {
+    constexpr int C = kCols;
+    const uint8_t* p[R];
+    for (int k = 0; k < R; ++k) p[k] = c.data + static_cast<size_t>(r + k) * c.row_bytes;
+    __m256 acc[C][R];
+    float corr[C][R];
+    for (int i = 0; i < C; ++i)
+      for (int k = 0; k < R; ++k) acc[i][k] = _mm256_setzero_ps(), corr[i][k] = 0;
+    for (int64_t b = 0; b < nb; ++b) {
+      __m256i xq[C];
+      for (int i = 0; i < C; ++i) xq[i] = load32(x[i * nb + b].q);
+      for (int k = 0; k < R; ++k) {
+        const uint8_t* pb = p[k] + kBytes * b;
+        if (R > 1) _mm_prefetch(reinterpret_cast<const char*>(pb + R * c.row_bytes), _MM_HINT_T0);
+        const float wd = f16v(pb), wm = kMin ? f16v(pb + 2) : 0.0f;
+        const __m256i wq = nibbles_split(pb + (kMin ? 4 : 2));
+        for (int i = 0; i < C; ++i) {
+          const XBlock& xb = x[i * nb + b];
+          const float d = wd * xb.d16;
+          corr[i][k] += kMin ? wm * xb.s16 : -8.0f * d * static_cast<float>(xb.sum);
+          acc[i][k] = fma_lanes(dot_u8s8(wq, xq[i]), d, acc[i][k]);
+        }
+      }
+    }
+    for (int i = 0; i < C; ++i)
+      for (int k = 0; k < R; ++k) y[i * ldy + k] = hsum(acc[i][k]) + corr[i][k];
+  }
+#endif
 };
 
 // ---- MLX affine, 4 bits (8 bits: affine8_dot below) ----
@@ -346,6 +381,12 @@ constexpr bool has_rows(decltype(F::kRows)) { return true; }
 template <class F>
 constexpr bool has_rows(...) { return false; }
 
+// Whether F also takes several activation rows per pass (has kCols and dots_cols<R>).
+template <class F>
+constexpr bool has_cols(decltype(F::kCols)) { return true; }
+template <class F>
+constexpr bool has_cols(...) { return false; }
+
 template <class F, int kBlock>
 void linear(const float* x, int64_t n, const Weight& w, float* y) {
   check_linear_shape(w, kBlock);
@@ -357,7 +398,18 @@ void linear(const float* x, int64_t n, const Weight& w, float* y) {
   cpu::pool().parallel_for(tiles, 1, [&](int64_t tb, int64_t te) {
     for (int64_t t = tb; t < te; ++t) {
       const int64_t j0 = t * kTile, j1 = m < j0 + kTile ? m : j0 + kTile;
-      for (int64_t i = 0; i < n; ++i) {
+      int64_t i = 0;
+      if constexpr (has_cols<F>(0) && has_rows<F>(0)) {
+        // Groups of kCols x rows share each weight block's unpacking (prefill).
+        for (; i + F::kCols <= n; i += F::kCols) {
+          const XBlock* xi = xq.blocks + i * nb;
+          int64_t j = j0;
+          for (; j + F::kRows <= j1; j += F::kRows) F::template dots_cols<F::kRows>(c, j, xi, nb, y + i * m + j, m);
+          for (; j < j1; ++j)
+            for (int u = 0; u < F::kCols; ++u) y[(i + u) * m + j] = F::dot(c, j, xi + u * nb, nb);
+        }
+      }
+      for (; i < n; ++i) {
         const XBlock* xi = xq.blocks + i * nb;
         int64_t j = j0;
         if constexpr (has_rows<F>(0)) {

@@ -198,7 +198,7 @@ TEST(IntDot, VectorActivationQuantizerEqualsScalar) {
 }
 
 TEST(IntDot, KernelsMatchExactArithmeticOnOddShapes) {
-  const int64_t shapes[][3] = {{1, 32, 1}, {37, 224, 3}, {13, 608, 5}, {70, 96, 1}, {5, 1536, 2}};
+  const int64_t shapes[][3] = {{1, 32, 1}, {37, 224, 3}, {13, 608, 5}, {70, 96, 1}, {5, 1536, 2}, {21, 288, 9}};
   uint32_t seed = 1;
   for (DType t : {DType::Q4_1, DType::Q4_0, DType::Q8_0})
     for (Isa isa : isas())

@@ -24,13 +24,13 @@ inline bool overlapped_launches_enabled() {
   return on;
 }
 
-// kernel<<<grid, block, 0, stream()>>>(args...), allowed to overlap the previous kernel.
+// kernel<<<grid, block, smem, stream()>>>(args...), allowed to overlap the previous kernel.
 template <typename... Params, typename... Args>
-void launch_overlapped(void (*kernel)(Params...), dim3 grid, dim3 block, Args&&... args) {
+void launch_overlapped_smem(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, Args&&... args) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = block;
-  cfg.dynamicSmemBytes = 0;
+  cfg.dynamicSmemBytes = smem;
   cfg.stream = stream();
   cudaLaunchAttribute attr{};
   attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -38,6 +38,12 @@ void launch_overlapped(void (*kernel)(Params...), dim3 grid, dim3 block, Args&&.
   cfg.attrs = &attr;
   cfg.numAttrs = 1;
   CUDA_OK(cudaLaunchKernelEx(&cfg, kernel, static_cast<Params>(args)...));
+}
+
+// kernel<<<grid, block, 0, stream()>>>(args...), allowed to overlap the previous kernel.
+template <typename... Params, typename... Args>
+void launch_overlapped(void (*kernel)(Params...), dim3 grid, dim3 block, Args&&... args) {
+  launch_overlapped_smem(kernel, grid, block, 0, static_cast<Args&&>(args)...);
 }
 
 }  // namespace ingot::cuda

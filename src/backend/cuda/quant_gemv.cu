@@ -16,6 +16,7 @@
 #include "backend/cuda/gemv_epilogue.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/quant_gemv.h"
+#include "backend/cuda/quant_gemv_internal.h"
 #include "backend/cuda/runtime.h"
 #include "util/error.h"
 
@@ -275,12 +276,6 @@ __device__ inline void row_partials(const QuantMatrix& w, int64_t row, const flo
 // up projection; kMulti numbers the rows of up to three weights on one x
 // (q/k/v) one after another.
 
-struct Segments {
-  QuantMatrix w[3];
-  float* y[3];
-  int count;
-};
-
 template <QuantFormat F, int N, int WPR, int MODE>
 __global__ void __launch_bounds__(kWarps * 32) quant_gemv_kernel(Segments sg, const float* __restrict__ x,
                                                                  const float* __restrict__ res) {
@@ -495,16 +490,18 @@ __global__ void __launch_bounds__(kWarps * 32) direct_gemv_kernel(Segments sg, c
   }
 }
 
-// The direct kernel a row per warp is the default (measured fastest on the
-// H200: 1B Q4_0 decode 1032 tok/s against 681 with four rows per warp and 726
-// staged, bench/RESULTS.md); INGOT_CUDA_QGEMV=direct4 runs four rows per warp,
-// =staged the staged kernel for every format (to measure side by side).
+// Q8_0 / Q4_0 / Q4_1 take the int8-activation GEMV (quant_gemv_int8.cu) where
+// it applies. With float32 x, the direct kernel a row per warp is the default
+// (measured fastest on the H200: 1B Q4_0 decode 1032 tok/s against 681 with
+// four rows per warp and 726 staged, bench/RESULTS.md); INGOT_CUDA_QGEMV=direct
+// runs it for these formats too, =direct4 four rows per warp, =staged the
+// staged kernel for every format (to measure side by side). Read at each
+// launch, so a test can switch it.
 enum class GemvVariant { kDirect, kDirect1, kStaged };
 GemvVariant gemv_variant() {
-  static const GemvVariant v = env_is("INGOT_CUDA_QGEMV", "staged")    ? GemvVariant::kStaged
-                                : env_is("INGOT_CUDA_QGEMV", "direct4") ? GemvVariant::kDirect
-                                                                        : GemvVariant::kDirect1;
-  return v;
+  return env_is("INGOT_CUDA_QGEMV", "staged")    ? GemvVariant::kStaged
+         : env_is("INGOT_CUDA_QGEMV", "direct4") ? GemvVariant::kDirect
+                                                 : GemvVariant::kDirect1;
 }
 
 template <QuantFormat F, int N, int R, int MODE>
@@ -568,6 +565,7 @@ void launch_mode(const Segments& sg, const float* x, const float* res, int64_t n
   int64_t rows = 0;
   for (int i = 0; i < sg.count; ++i) rows += sg.w[i].m;
   if (rows == 0) return;
+  if (int8x_gemv_applies(sg, MODE, n)) return launch_int8x_gemv(sg, MODE, x, res, n);
   switch (w.format) {
     case QuantFormat::Q8_0: launch_f<QuantFormat::Q8_0, MODE>(sg, x, res, n); break;
     case QuantFormat::Q4_0: launch_f<QuantFormat::Q4_0, MODE>(sg, x, res, n); break;

@@ -1,7 +1,9 @@
 // Quantized weights on the GPU (quant_gemv.cu): the packed GGUF blocks and
 // MLX affine words stay as loaded; kernels dequantize in registers.
 //   - decode GEMV (n <= kGemvMaxRows activation rows) for every format: each
-//     weight byte read once, float32 activations, float32 sums;
+//     weight byte read once, float32 activations, float32 sums (large Q8_0 /
+//     Q4_0 / Q4_1 launches round x to int8 as the CPU does:
+//     quant_gemv_int8.cu);
 //   - dequantization of whole rows into a float32 / bf16 buffer, which the
 //     backend feeds to cuBLAS for prefill;
 //   - embedding: the gathered rows dequantized on the device.

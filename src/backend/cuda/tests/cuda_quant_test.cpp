@@ -2,17 +2,23 @@
 //
 // Tolerances:
 //  - linear vs quant::reference_linear (the exactly dequantized weights times
-//    float32 x, summed in double): rel <= 1e-5. The GPU dequantizes to the same
-//    float values bit for bit and sums x in float32, so only float32 summation
-//    order differs (about sqrt(k) * 6e-8 ~ 2e-6 for these widths).
+//    float32 x, summed in double): rel <= 1e-5 where the GPU keeps x in
+//    float32 (prefill's dequantize + cuBLAS; the decode GEMV of the K-quants
+//    and affine formats; INGOT_CUDA_QGEMV=direct). It dequantizes to the same
+//    float values bit for bit, so only float32 summation order differs (about
+//    sqrt(k) * 6e-8 ~ 2e-6 for these widths).
 //  - linear vs the CPU backend: the CPU rounds x to int8 per block of 32 for
 //    every format but 8-bit affine (docs/quantization.md), an error of about
 //    0.5% rms on random normal x: rel <= 2e-2. 8-bit affine keeps float32 x on
 //    the CPU: rel <= 1e-5.
+//  - the decode GEMV of Q8_0 / Q4_0 / Q4_1 (n <= 8 rows) rounds x to int8 as
+//    the CPU does, the same int8 values and integer block dots: vs the CPU
+//    rel <= 1e-5 (float32 summation order), vs the reference <= 2e-2.
 //  - embedding vs the CPU backend: bit-identical (the same dequantization).
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -70,6 +76,19 @@ struct Case {
   bool cpu_float_x;  // the CPU backend keeps x in float32 (8-bit affine)
 };
 
+// Whether the GPU's decode GEMV rounds x to int8 for this weight (by default).
+bool gpu_int8_x(const Weight& w) {
+  return w.dtype() == DType::Q8_0 || w.dtype() == DType::Q4_0 || w.dtype() == DType::Q4_1;
+}
+
+constexpr int64_t kGemvRows = 8;
+
+// INGOT_CUDA_QGEMV set for one scope (the kernels read it at each launch).
+struct QgemvSwitch {
+  explicit QgemvSwitch(const char* v) { setenv("INGOT_CUDA_QGEMV", v, 1); }
+  ~QgemvSwitch() { unsetenv("INGOT_CUDA_QGEMV"); }
+};
+
 // Widths: 320 = 10 blocks of 32 (one partial chunk), 2112 = 66 blocks (three
 // chunks, the last partial), 512 / 2304 for the 256-value K formats.
 std::vector<Case> cases(int64_t rows, bool wide, uint32_t seed = 0) {
@@ -90,17 +109,30 @@ std::vector<Case> cases(int64_t rows, bool wide, uint32_t seed = 0) {
 
 class CudaQuant : public ::testing::Test {
  protected:
-  void SetUp() override { ASSERT_TRUE(cuda::available()) << "no CUDA device"; }
+  // Every launch here is small; the int8-x GEMV takes them all unless a test says otherwise.
+  void SetUp() override {
+    ASSERT_TRUE(cuda::available()) << "no CUDA device";
+    setenv("INGOT_CUDA_QGEMV_INT8_MIN", "0", 1);
+  }
+  void TearDown() override { unsetenv("INGOT_CUDA_QGEMV_INT8_MIN"); }
 };
 
-void check_linear(const Case& c, const std::vector<int64_t>& ns) {
+// float_x: INGOT_CUDA_QGEMV=direct is set (every format keeps float32 x).
+void check_linear(const Case& c, const std::vector<int64_t>& ns, bool float_x = false) {
   const Weight wg = to_gpu(c.w);
   const int64_t k = c.w.cols();
   for (int64_t n : ns) {
     Tensor x = randn({n, k}, static_cast<uint32_t>(100 + n));
     std::vector<float> got = ops::linear(x.to(Device::CUDA), wg).to_f32_vector();
-    EXPECT_LT(rel(got, reference(x, c.w)), 1e-5) << c.name << " n=" << n;
-    EXPECT_LT(rel(got, ops::linear(x, c.w).to_f32_vector()), c.cpu_float_x ? 1e-5 : 2e-2) << c.name << " n=" << n;
+    const std::vector<float> cpu = ops::linear(x, c.w).to_f32_vector(), ref = reference(x, c.w);
+    if (!float_x && n <= kGemvRows && gpu_int8_x(c.w)) {
+      EXPECT_LT(rel(got, cpu), 1e-5) << c.name << " n=" << n << " (int8 x, as the CPU)";
+      EXPECT_LT(rel(got, ref), 2e-2) << c.name << " n=" << n;
+      EXPECT_GT(rel(got, ref), 1e-5) << c.name << " n=" << n << ": x was not rounded";
+    } else {
+      EXPECT_LT(rel(got, ref), 1e-5) << c.name << " n=" << n;
+      EXPECT_LT(rel(got, cpu), c.cpu_float_x ? 1e-5 : 2e-2) << c.name << " n=" << n;
+    }
   }
 }
 
@@ -118,6 +150,34 @@ TEST_F(CudaQuant, LinearWideAndTallShapes) {
   for (const Case& c : cases(4100, false)) check_linear(c, {1, 5});
 }
 
+// INGOT_CUDA_QGEMV=direct: Q8_0 / Q4_0 / Q4_1 decode keeps float32 x (the float kernel).
+TEST_F(CudaQuant, FloatActivationGemvOnRequest) {
+  QgemvSwitch direct("direct");
+  for (const Case& c : cases(70, false))
+    if (gpu_int8_x(c.w)) check_linear(c, {1, 3, 8}, true);
+}
+
+// By default a launch over fewer weight values than the threshold keeps float32 x.
+TEST_F(CudaQuant, SmallWeightsKeepFloatXByDefault) {
+  unsetenv("INGOT_CUDA_QGEMV_INT8_MIN");
+  for (const Case& c : cases(70, false))
+    if (gpu_int8_x(c.w)) check_linear(c, {1, 8}, true);
+}
+
+// Rows whose int8 x (8 rows of 36 864 values) would not fit one block's
+// shared memory take the float kernel; one row of them still fits.
+TEST_F(CudaQuant, WideRowsBeyondSharedMemoryKeepFloatX) {
+  const Weight w = random_blocks(DType::Q4_0, 12, 36864, 21), wg = to_gpu(w);
+  for (int64_t n : {1, 8}) {
+    Tensor x = randn({n, 36864}, static_cast<uint32_t>(22 + n));
+    std::vector<float> got = ops::linear(x.to(Device::CUDA), wg).to_f32_vector();
+    if (n == 1)
+      EXPECT_LT(rel(got, ops::linear(x, w).to_f32_vector()), 1e-5) << "int8 x";
+    else
+      EXPECT_LT(rel(got, reference(x, w)), 1e-5) << "float x";
+  }
+}
+
 // A 3-D input, a bias, and rows that start at every offset mod 16 (Q4_1 rows of
 // 60 bytes, a slice starting at row 1): the staging handles unaligned rows.
 TEST_F(CudaQuant, UnalignedRowsBiasAndBatchedInput) {
@@ -131,6 +191,10 @@ TEST_F(CudaQuant, UnalignedRowsBiasAndBatchedInput) {
     Tensor x = randn({2, n, 96}, static_cast<uint32_t>(13 + n));
     Tensor y = ops::linear(x.to(Device::CUDA), wg, &bias);
     ASSERT_EQ(y.shape().vec(), (std::vector<int64_t>{2, n, 40}));
+    if (2 * n <= kGemvRows) {  // the int8-x GEMV: as the CPU
+      EXPECT_LT(rel(y.to_f32_vector(), ops::linear(x, w, &bias).to_f32_vector()), 1e-5) << n;
+      continue;
+    }
     std::vector<float> want = reference(x, w);
     for (int64_t i = 0; i < 2 * n; ++i)
       for (int64_t j = 0; j < 40; ++j) want[static_cast<size_t>(i * 40 + j)] += bias.data<float>()[j];

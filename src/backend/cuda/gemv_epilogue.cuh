@@ -28,19 +28,22 @@ __device__ inline void reduce_row(float (&acc)[N], float* partial, int lane, int
   }
 }
 
-// Sums the row's partials and writes y[r * m + row] for r < N (lane 0 for
-// WPR = 1, thread r of the block for WPR > 1). Every thread of the block must
-// reach it when WPR > 1 (it synchronises the block).
-template <int N, int WPR, int MODE>
-__device__ inline void reduce_and_store(float (&acc)[N], float (&acc2)[N], int lane, int warp,
-                                        const float* __restrict__ res, float* __restrict__ y, int64_t m, int64_t row) {
-  __shared__ float partial[WPR > 1 ? N * kWarpsPerBlock : 1];
-  __shared__ float partial2[WPR > 1 && MODE == kSwiGlu ? N * kWarpsPerBlock : 1];
-  reduce_row<N, WPR>(acc, partial, lane, warp);
-  if constexpr (MODE == kSwiGlu) reduce_row<N, WPR>(acc2, partial2, lane, warp);
-  (void)partial2;
-  auto finish = [&](int r, float v, float v2) {
+// Sums the partials of RPW consecutive rows row0.. (those below m) and
+// writes y[r * m + row] for r < N: lane 0 for WPR = 1, threads of the block
+// for WPR > 1. acc holds a row's sums per entry; for kSwiGlu, the RPW gate
+// rows and then the RPW up rows. Every thread of the block must reach it
+// when WPR > 1 (it synchronises the block).
+template <int N, int WPR, int MODE, int RPW, int R>
+__device__ inline void reduce_and_store_rows(float (&acc)[R][N], int lane, int warp, const float* __restrict__ res,
+                                             float* __restrict__ y, int64_t m, int64_t row0) {
+  static_assert(R == (MODE == kSwiGlu ? 2 * RPW : RPW), "gate and up rows for SwiGLU, else one per row");
+  __shared__ float partial[WPR > 1 ? R * N * kWarpsPerBlock : 1];
+#pragma unroll
+  for (int i = 0; i < R; ++i) reduce_row<N, WPR>(acc[i], partial + (WPR > 1 ? i * N * kWarpsPerBlock : 0), lane, warp);
+  auto finish = [&](int i, int r, float v, float v2) {
     (void)v2;
+    const int64_t row = row0 + i;
+    if (row >= m) return;
     const int64_t o = r * m + row;
     if constexpr (MODE == kResidual) v = res[o] + v;
     if constexpr (MODE == kSwiGlu) v = silu_f(v) * v2;
@@ -49,18 +52,36 @@ __device__ inline void reduce_and_store(float (&acc)[N], float (&acc2)[N], int l
   if constexpr (WPR == 1) {
     if (lane == 0) {
 #pragma unroll
-      for (int r = 0; r < N; ++r) finish(r, acc[r], acc2[r]);
+      for (int i = 0; i < RPW; ++i)
+#pragma unroll
+        for (int r = 0; r < N; ++r) finish(i, r, acc[i][r], MODE == kSwiGlu ? acc[(RPW + i) % R][r] : 0.0f);
     }
   } else {
     __syncthreads();
-    if (threadIdx.x < N) {
-      float v = 0, v2 = 0;
-      for (int q = 0; q < WPR; ++q) v += partial[threadIdx.x * kWarpsPerBlock + q];
-      if constexpr (MODE == kSwiGlu)
-        for (int q = 0; q < WPR; ++q) v2 += partial2[threadIdx.x * kWarpsPerBlock + q];
-      finish(threadIdx.x, v, v2);
+    for (int t = threadIdx.x; t < RPW * N; t += blockDim.x) {
+      const int i = t / N, r = t % N;
+      auto sum = [&](int j) {
+        float v = 0;
+        for (int q = 0; q < WPR; ++q) v += partial[(j * N + r) * kWarpsPerBlock + q];
+        return v;
+      };
+      finish(i, r, sum(i), MODE == kSwiGlu ? sum(RPW + i) : 0.0f);
     }
   }
+}
+
+// One row: acc (and acc2, the up row, for kSwiGlu).
+template <int N, int WPR, int MODE>
+__device__ inline void reduce_and_store(float (&acc)[N], float (&acc2)[N], int lane, int warp,
+                                        const float* __restrict__ res, float* __restrict__ y, int64_t m, int64_t row) {
+  constexpr int R = MODE == kSwiGlu ? 2 : 1;
+  float rows[R][N];
+#pragma unroll
+  for (int r = 0; r < N; ++r) {
+    rows[0][r] = acc[r];
+    rows[R - 1][r] = MODE == kSwiGlu ? acc2[r] : acc[r];
+  }
+  reduce_and_store_rows<N, WPR, MODE, 1>(rows, lane, warp, res, y, m, row);
 }
 
 }  // namespace ingot::cuda::gemv

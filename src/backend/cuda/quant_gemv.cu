@@ -323,8 +323,6 @@ __global__ void __launch_bounds__(kWarps * 32) quant_gemv_kernel(Segments sg, co
 template <QuantFormat F>
 struct Direct;
 
-__device__ inline uint32_t ld16(const uint8_t* p) { return __ldg(reinterpret_cast<const unsigned short*>(p)); }
-__device__ inline uint32_t ld32_2(const uint8_t* p) { return ld16(p) | (ld16(p + 2) << 16); }
 
 // Byte j of w as the float 2^23 + byte, minus `off` (exact for off < 2^23).
 template <int J>

@@ -39,8 +39,6 @@ namespace {
 
 constexpr int kWarps = 8;  // warps per block of the grid
 
-__device__ inline uint32_t ld16(const uint8_t* p) { return __ldg(reinterpret_cast<const unsigned short*>(p)); }
-__device__ inline uint32_t ld32_2(const uint8_t* p) { return ld16(p) | (ld16(p + 2) << 16); }
 __device__ inline float f16_lo(uint32_t w) { return __half2float(__ushort_as_half(static_cast<unsigned short>(w))); }
 
 // One lane's share of a weight block: s = the f16 scale (and Q4_1's min in the

@@ -1,5 +1,7 @@
 // What quant_gemv.cu and quant_gemv_int8.cu share: the launch's weight
-// segments and the int8-activation GEMV's entry points.
+// segments, the int8-activation GEMV's entry points and the 2-byte-aligned
+// loads both read quantized blocks with (a block of 18, 20 or 34 bytes is
+// only 2-byte aligned).
 #pragma once
 #include <cstdint>
 
@@ -18,6 +20,9 @@ struct Segments {
 // Whether the int8-activation GEMV takes this launch: a format it reads (Q8_0,
 // Q4_0, Q4_1) with 2-byte aligned rows, x rows that fit its shared memory, and
 // not switched off (INGOT_CUDA_QGEMV=direct|direct4|staged keep float32 x).
+__device__ inline uint32_t ld16(const uint8_t* p) { return __ldg(reinterpret_cast<const unsigned short*>(p)); }
+__device__ inline uint32_t ld32_2(const uint8_t* p) { return ld16(p) | (ld16(p + 2) << 16); }
+
 bool int8x_gemv_applies(const Segments& sg, int mode, int64_t n);
 // mode: gemv::Mode (gemv_epilogue.cuh). Callers check int8x_gemv_applies first.
 void launch_int8x_gemv(const Segments& sg, int mode, const float* x, const float* res, int64_t n);

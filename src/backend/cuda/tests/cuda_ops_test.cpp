@@ -122,8 +122,10 @@ TEST_F(CudaOps, EmbeddingGatherConcatAndStridedCopy) {
 // Rows 0..n-1 of a 16-row product (cuBLAS) against the same rows alone
 // (the decode GEMV for n <= 8): same bf16 products, float32 sums.
 TEST_F(CudaOps, DecodeGemvMatchesCublas) {
-  // 70 rows: a block per row; 4100 and 16390 rows: a warp per row, with a partial last block.
-  for (auto [m, k] : {std::pair<int64_t, int64_t>{70, 64}, {70, 2048}, {70, 4104}, {4100, 64}, {16390, 64}}) {
+  // 70 and 71 rows: a block per row (71: the last row pair holds one row); 4100, 4101 and 16390
+  // rows: a warp per row, with a partial last block.
+  for (auto [m, k] : {std::pair<int64_t, int64_t>{70, 64}, {70, 2048}, {70, 4104}, {71, 4096}, {4100, 64},
+                      {4101, 512}, {16390, 64}}) {
     Weight w;
     w.data = gpu(randn({m, k}, 20, 0.05f).to(DType::BF16));
     Tensor x = gpu(randn({16, k}, 21));
@@ -216,7 +218,7 @@ TEST_F(CudaOps, SplitKeyDecodeAttentionHeadDims) {
 
 // The fused GEMV epilogues equal the separate ops bit for bit (both row layouts).
 TEST_F(CudaOps, FusedResidualAndSwiGluGemvAreExact) {
-  for (auto [m, k] : {std::pair<int64_t, int64_t>{96, 4096}, {4100, 512}}) {
+  for (auto [m, k] : {std::pair<int64_t, int64_t>{96, 4096}, {97, 4096}, {4100, 512}, {4101, 512}}) {
     Weight w, g, u;
     w.data = gpu(randn({m, k}, 40, 0.05f).to(DType::BF16));
     g.data = gpu(randn({m, k}, 41, 0.05f).to(DType::BF16));
@@ -229,6 +231,34 @@ TEST_F(CudaOps, FusedResidualAndSwiGluGemvAreExact) {
       EXPECT_EQ(ops::glu_linear(GluOp::SwiGlu, x, g, u).to_f32_vector(),
                 ops::swiglu(ops::linear(x, g), ops::linear(x, u)).to_f32_vector())
           << m << " " << n;
+    }
+  }
+}
+
+// Up to 4 activation rows share each weight load between two output rows
+// (gemv.cu); 5 to 8 take one output row at a time. Either way a thread sums
+// its chunks in the same order, so the first n rows of an 8-row launch equal
+// an n-row launch bit for bit, in every epilogue and both row layouts.
+TEST_F(CudaOps, PairedRowGemvEqualsSingleRowGemv) {
+  for (auto [m, k] : {std::pair<int64_t, int64_t>{71, 4096}, {4101, 512}}) {
+    Weight w, g, u, kv;
+    w.data = gpu(randn({m, k}, 70, 0.05f).to(DType::BF16));
+    g.data = gpu(randn({m, k}, 71, 0.05f).to(DType::BF16));
+    u.data = gpu(randn({m, k}, 72, 0.05f).to(DType::BF16));
+    kv.data = gpu(randn({m < 4096 ? m / 3 : m - 4, k}, 73, 0.05f).to(DType::BF16));  // same row layout as w
+    const Tensor x8 = gpu(randn({8, k}, 74)), res8 = gpu(randn({8, m}, 75));
+    auto rows = [](const Tensor& t, int64_t n) { return t.slice(0, 0, n).contiguous().to_f32_vector(); };
+    const auto plain8 = ops::linear(x8, w), resid8 = ops::linear_residual(x8, w, nullptr, res8);
+    const auto glu8 = ops::glu_linear(GluOp::SwiGlu, x8, g, u);
+    const auto many8 = ops::linear_many(x8, {&w, &kv});
+    for (int64_t n = 1; n <= 4; ++n) {
+      const Tensor x = x8.slice(0, 0, n).contiguous(), res = res8.slice(0, 0, n).contiguous();
+      EXPECT_EQ(ops::linear(x, w).to_f32_vector(), rows(plain8, n)) << m << " " << n;
+      EXPECT_EQ(ops::linear_residual(x, w, nullptr, res).to_f32_vector(), rows(resid8, n)) << m << " " << n;
+      EXPECT_EQ(ops::glu_linear(GluOp::SwiGlu, x, g, u).to_f32_vector(), rows(glu8, n)) << m << " " << n;
+      const auto many = ops::linear_many(x, {&w, &kv});
+      EXPECT_EQ(many[0].to_f32_vector(), rows(many8[0], n)) << m << " " << n;
+      EXPECT_EQ(many[1].to_f32_vector(), rows(many8[1], n)) << m << " " << n;
     }
   }
 }
@@ -265,7 +295,11 @@ TEST_F(CudaOps, WriteRowsPairIsExact) {
 // q/k/v in one multi-matrix GEMV launch equal three separate linears bit for bit, in both row
 // layouts (block per row: k = 4096; warp per row: m >= 4096 with k = 512).
 TEST_F(CudaOps, MultiMatrixGemvIsExact) {
-  for (auto [mq, mkv, k] : {std::tuple<int64_t, int64_t, int64_t>{2048, 512, 2048}, {96, 32, 4096}, {4104, 4096, 512}}) {
+  for (auto [mq, mkv, k] : {std::tuple<int64_t, int64_t, int64_t>{2048, 512, 2048},
+                            {96, 32, 4096},
+                            {97, 33, 4096},
+                            {4104, 4096, 512},
+                            {4105, 4097, 512}}) {
     Weight wq, wk, wv;
     wq.data = gpu(randn({mq, k}, 50, 0.05f).to(DType::BF16));
     wk.data = gpu(randn({mkv, k}, 51, 0.05f).to(DType::BF16));

@@ -108,8 +108,8 @@ int main(int argc, char** argv) {
     int bs;
   };
   const char* only = std::getenv("KV_BENCH_ONLY");
-  for (Cfg cfg : std::vector<Cfg>{Cfg{"contiguous", "contiguous", 16}, Cfg{"paged-gather bs16", "paged", 16},
-                  Cfg{"paged-direct bs16", "paged-direct", 16}, Cfg{"paged-direct bs32", "paged-direct", 32},
+  for (Cfg cfg : std::vector<Cfg>{Cfg{"contiguous", "contiguous", 16}, Cfg{"paged-gather bs16", "paged-gather", 16},
+                  Cfg{"paged bs16", "paged", 16}, Cfg{"paged bs32", "paged", 32},
                   Cfg{"kv8 direct bs16", "kv8", 16}, Cfg{"kv4 direct bs16", "kv4", 16}}) {
     if (!decode) break;
     if (only && std::string(cfg.name).find(only) == std::string::npos) continue;
@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
         PoolOptions o = pool_options_for(cfg.kind);
         o.block_size = cfg.bs;
         o.initial_blocks = (ctx + 64) / cfg.bs + 1;
-        c = make_paged_cache(layout, DType::BF16, Device::CPU, o);
+        c = Pool::create(layout, DType::BF16, Device::CPU, o)->new_sequence();
       }
       std::printf(" %10.1f", decode_tok_s(*c, ctx, steps, rng));
       std::fflush(stdout);

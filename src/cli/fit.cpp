@@ -115,7 +115,7 @@ void register_fit(CLI::App& app) {
       ->transform([](std::string s) { return resolve_model_arg(s); });
   sub->add_option("--ctx", f->ctx, "context length per sequence")->required();
   sub->add_option("--batch", f->batch, "concurrent sequences")->capture_default_str();
-  sub->add_option("--kv", f->kv, "KV cache: contiguous, paged, kv8 or kv4")->capture_default_str();
+  sub->add_option("--kv", f->kv, "KV cache: contiguous, paged, paged-gather, kv8 or kv4")->capture_default_str();
   sub->add_option("--device", f->device, "cpu or cuda")->capture_default_str();
   sub->add_option("--token-budget", f->token_budget, "tokens per forward pass")->capture_default_str();
   sub->add_option("--prefill-chunk", f->prefill_chunk, "prefill tokens per sequence per pass")->capture_default_str();

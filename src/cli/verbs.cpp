@@ -30,7 +30,7 @@ void add_model_flags(CLI::App* sub, ModelFlags& f, bool required) {
   if (required) m->required();
   sub->add_option("--device", f.device, "cpu or cuda")->capture_default_str();
   sub->add_option("--dtype", f.dtype, "auto, float32 or bfloat16")->capture_default_str();
-  sub->add_option("--kv", f.kv, "KV cache: contiguous, paged, paged-direct, kv8 or kv4")->capture_default_str();
+  sub->add_option("--kv", f.kv, "KV cache: contiguous, paged (the block pool read in place), paged-gather, kv8 or kv4")->capture_default_str();
   sub->add_option("--threads", f.threads, "CPU threads (0: all cores)");
   sub->add_option("--tensor-parallel,--tensor-parallel-size", f.tensor_parallel,
                   "split the model over N ranks (Megatron-style)")->capture_default_str();

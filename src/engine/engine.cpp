@@ -107,20 +107,20 @@ EngineImpl::EngineImpl(Model& model, const EngineOptions& opt, std::shared_ptr<c
   for (const auto& l : layout_) recurrent_ = recurrent_ || l.kind == kv::LayerKind::LinearState;
   kv_dtype_ = model_.kv_dtype();
   if (opt_.prefix_cache_entries < 0) bad("prefix_cache_entries must be >= 0");
-  const bool builtin_paged = opt_.kv == "paged" || opt_.kv == "paged-direct" || opt_.kv == "kv8" || opt_.kv == "kv4";
-  if (builtin_paged && !model_.make_cache(CacheOptions{opt_.kv, {}}))
-    pool_ = kv::Pool::create(layout_, kv_dtype_, model_.device(), kv::pool_options_for(opt_.kv));
-  else
-    new_cache(model_, CacheOptions{opt_.kv, {}});  // fails early on an unknown kind
+  kind_ = kv::parse_store_kind(opt_.kv);
+  // One pool for every sequence and prefix entry (a model that makes its own
+  // caches, tensor-parallel ranks, keeps them).
+  if (kv::is_paged(kind_) && !model_.make_cache(CacheOptions{opt_.kv, {}}))
+    pool_ = kv::Pool::create(layout_, kv_dtype_, model_.device(), kv::pool_options(kind_));
   if (opt_.prefix_cache) {
     prefix_.emplace(fingerprint(model_, opt_), kPrefixBlockTokens, recurrent_);
     prefix_cap_bytes_ = opt_.prefix_cache_blocks > 0
-                            ? kv_bytes_for_tokens(layout_, kv_dtype_, opt_.kv,
-                                                  opt_.prefix_cache_blocks * prefix_->block_tokens())
+                            ? kv::bytes_for_tokens(layout_, kv_dtype_, kind_,
+                                                   opt_.prefix_cache_blocks * prefix_->block_tokens())
                             : kv_budget_;
   }
-  stats_.kv_blocks_total = kv_budget_ / std::max<int64_t>(1, kv_bytes_for_tokens(layout_, kv_dtype_, opt_.kv,
-                                                                                 kPrefixBlockTokens));
+  stats_.kv_blocks_total =
+      kv_budget_ / std::max<int64_t>(1, kv::bytes_for_tokens(layout_, kv_dtype_, kind_, kPrefixBlockTokens));
   local_ = stats_;
   thread_ = std::thread([this] { loop(); });
 }
@@ -169,9 +169,7 @@ void EngineImpl::validate(Request& r) const {
            ") exceeds the context length (", context_, " tokens)");
     r.prompt.erase(r.prompt.begin(), r.prompt.begin() + (P + r.stop.max_tokens - context_));
   }
-  const int64_t need = kv_bytes_for_tokens(layout_, kv_dtype_, opt_.kv,
-                                           static_cast<int64_t>(r.prompt.size()) + r.stop.max_tokens) +
-                       kv_sequence_fixed_bytes(layout_, opt_.kv);
+  const int64_t need = kv_need(static_cast<int64_t>(r.prompt.size()) + r.stop.max_tokens, 0);
   if (need > kv_budget_)
     fail(ErrorKind::ResourceExhausted, "the request needs ", need >> 20, " MiB of KV cache but the memory budget leaves ",
          kv_budget_ >> 20, " MiB for it");

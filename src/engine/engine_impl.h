@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "engine/prefix_cache.h"
+#include "kv/kinds.h"
 #include "kv/pool.h"
 #include "ingot/engine.h"
 #include "models/model.h"
@@ -83,6 +84,13 @@ class EngineImpl final : public Engine {
   int64_t publish_point(const Sequence& s) const;  // prompt tokens a prefix entry covers
   void emit_token(Sequence& s, const sampling::Sampled& t);
   void update_stats();
+  // KV accounting (kv_accounting.cpp). What a sequence of `total` tokens,
+  // the first `shared` of them forked from a prefix entry, may add at most.
+  int64_t kv_need(int64_t total, int64_t shared) const;
+  // Bytes held now plus what the running sequences may still add: shared
+  // blocks are counted once (the pool's own count) for paged kinds.
+  int64_t kv_committed() const;
+  // Bytes held now.
   int64_t kv_used_bytes() const;
   std::unique_ptr<kv::SequenceCache> fresh_cache() const;
 
@@ -96,6 +104,7 @@ class EngineImpl final : public Engine {
   std::vector<kv::LayerSpec> layout_;
   bool recurrent_ = false;  // some layer keeps a recurrent state: prefixes publish mid-prefill, exactly
   DType kv_dtype_;
+  kv::StoreKind kind_ = kv::StoreKind::Contiguous;
   // Paged kinds: one pool for every sequence and prefix entry, so a freed
   // block is reused by the next sequence and an entry pins only its blocks.
   std::shared_ptr<kv::Pool> pool_;

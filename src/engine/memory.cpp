@@ -15,39 +15,6 @@
 
 namespace ingot::engine {
 
-double kv_bytes_per_token_layer(const kv::LayerSpec& s, DType dtype, const std::string& kind) {
-  if ((kind == "kv8" || kind == "kv4") && s.window == 0) {
-    const kv::PoolOptions o = kv::pool_options_for(kind);
-    double row = 0;
-    for (int64_t dim : {s.head_dim, s.v_head_dim}) {
-      const kv::PlaneGeometry g = kv::plane_geometry(dim, s.kv_heads, o, dtype);
-      row += static_cast<double>(g.row_code_bytes + g.row_param_floats * sizeof(float));
-    }
-    return static_cast<double>(s.kv_heads) * row;
-  }
-  const double elems = static_cast<double>(s.kv_heads * (s.head_dim + s.v_head_dim));
-  return elems * static_cast<double>(dtype_info(dtype).block_bytes);
-}
-
-int64_t kv_sequence_fixed_bytes(const std::vector<kv::LayerSpec>& layers, const std::string& kind) {
-  if (kind != "kv4") return 0;
-  const int64_t bs = kv::pool_options_for(kind).block_size;
-  int64_t total = 0;
-  for (const auto& s : layers)
-    if (s.window == 0) total += s.kv_heads * bs * (s.head_dim + s.v_head_dim) * static_cast<int64_t>(sizeof(float));
-  return total;
-}
-
-int64_t kv_bytes_for_tokens(const std::vector<kv::LayerSpec>& layers, DType dtype, const std::string& kind,
-                            int64_t tokens) {
-  double total = 0;
-  for (const auto& s : layers) {
-    const int64_t kept = s.window > 0 ? std::min(tokens, s.window) : tokens;
-    total += kv_bytes_per_token_layer(s, dtype, kind) * static_cast<double>(kept);
-  }
-  return static_cast<int64_t>(std::ceil(total));
-}
-
 std::vector<kv::LayerSpec> layout_from_config(const ModelConfig& cfg) {
   kv::LayerSpec s;
   s.kv_heads = cfg.num_key_value_heads;
@@ -77,16 +44,20 @@ int64_t activation_bytes(const ModelConfig& c, int64_t tokens, int64_t logit_row
 MemoryPrediction predict_memory(const ModelConfig& cfg, DType kv_dtype, int64_t weight_bytes, const FitQuery& q) {
   if (q.ctx <= 0) fail(ErrorKind::InvalidArgument, "--ctx must be positive, got ", q.ctx);
   if (q.batch <= 0) fail(ErrorKind::InvalidArgument, "--batch must be positive, got ", q.batch);
-  if (q.kv != "contiguous" && q.kv != "paged" && q.kv != "kv8" && q.kv != "kv4")
-    fail(ErrorKind::InvalidArgument, "--kv must be contiguous, paged, kv8 or kv4, got '", q.kv, "'");
+  kv::StoreKind kind = kv::StoreKind::Contiguous;
+  try {
+    kind = kv::parse_store_kind(q.kv);
+  } catch (const Error& e) {
+    fail(ErrorKind::InvalidArgument, "--kv: ", e.what());
+  }
   MemoryPrediction p;
   p.overhead_bytes = runtime_overhead_bytes();
   p.weight_bytes = weight_bytes;
   auto layers = layout_from_config(cfg);
   double per_tok = 0;
-  for (const auto& s : layers) per_tok += kv_bytes_per_token_layer(s, kv_dtype, q.kv);
+  for (const auto& s : layers) per_tok += kv::bytes_per_token_layer(s, kv_dtype, kind);
   p.kv_bytes_per_token = static_cast<int64_t>(std::ceil(per_tok));
-  p.kv_bytes = q.batch * (kv_bytes_for_tokens(layers, kv_dtype, q.kv, q.ctx) + kv_sequence_fixed_bytes(layers, q.kv));
+  p.kv_bytes = q.batch * (kv::bytes_for_tokens(layers, kv_dtype, kind, q.ctx) + kv::sequence_fixed_bytes(layers, kind));
   // The largest step: a full token budget of prefill chunks.
   const int64_t rows = std::min(q.token_budget, q.batch * std::min(q.ctx, q.prefill_chunk));
   p.activation_bytes = activation_bytes(cfg, rows, std::min(rows, q.batch), q.ctx);

@@ -28,17 +28,6 @@ int64_t process_baseline_bytes();
 // kRuntimeOverheadBytes + process_baseline_bytes().
 int64_t runtime_overhead_bytes();
 
-// KV bytes one token adds to one layer of the given store kind: the pool's
-// own row geometry for kv8 / kv4 (codes plus float32 scale and bias per
-// group); sliding-window layers keep unquantized rows in a rotating store.
-double kv_bytes_per_token_layer(const kv::LayerSpec& s, DType dtype, const std::string& kind);
-// Bytes of KV a sequence of `tokens` holds (sliding-window layers capped).
-int64_t kv_bytes_for_tokens(const std::vector<kv::LayerSpec>& layers, DType dtype, const std::string& kind,
-                            int64_t tokens);
-// Bytes a sequence holds whatever its length: kv4's exact float32 rows of
-// its open block (block_size rows per KV head and paged layer); 0 otherwise.
-int64_t kv_sequence_fixed_bytes(const std::vector<kv::LayerSpec>& layers, const std::string& kind);
-
 // The layer shapes a config implies (what the model will report), so that
 // fit can predict without loading weights.
 std::vector<kv::LayerSpec> layout_from_config(const ModelConfig& cfg);

@@ -55,18 +55,20 @@ void EngineImpl::reap_cancelled() {
 
 bool EngineImpl::try_admit(Sequence& s) {
   const int64_t total = std::min(context_, s.prompt_len + s.req.stop.max_tokens);
-  const int64_t need = kv_bytes_for_tokens(layout_, kv_dtype_, opt_.kv, total) + kv_sequence_fixed_bytes(layout_, opt_.kv);
-  if (reserved_ + need > kv_budget_) return false;
   // Prefix lookup: never the whole prompt (its last position must be computed
   // for logits), and not when every prompt position's logits are wanted.
   PrefixCache::Hit hit;
   const bool use_prefix = prefix_ && !s.req.prompt_logprobs && s.req.pooling != Request::Pooling::Mean;
   if (use_prefix) hit = prefix_->lookup(s.tokens, s.prompt_len - 1);
+  // Running sequences alone leave no room: no prefix eviction can help.
+  if (reserved_ + kv_need(total, hit.tokens) > kv_budget_) return false;
   // Make room by evicting cached prefixes, the one we are about to use last.
-  while (prefix_ && prefix_->entries() > 0 && reserved_ + need + prefix_->bytes() > kv_budget_) {
+  while (prefix_ && prefix_->entries() > 0 && kv_committed() + kv_need(total, hit.tokens) > kv_budget_) {
     prefix_->evict_one(hit.entry);
     if (hit.entry) hit = prefix_->lookup(s.tokens, s.prompt_len - 1);
   }
+  const int64_t need = kv_need(total, hit.tokens);
+  if (kv_committed() + need > kv_budget_) return false;
   if (hit.tokens > 0) {
     s.cache = prefix_->fork(hit);
     s.cached_prefix = hit.tokens;
@@ -110,14 +112,16 @@ void EngineImpl::publish_prefix(Sequence& s) {
   // A recurrent state holds exactly what it has seen: publish only at `full`.
   if (recurrent_ && s.computed != full) return;
   if (full <= s.cached_prefix || prefix_->contains_chain(s.tokens, full)) return;
-  const int64_t bytes = kv_bytes_for_tokens(layout_, kv_dtype_, opt_.kv, full);
+  const int64_t bytes = kv::bytes_for_tokens(layout_, kv_dtype_, kind_, full);
   if (bytes > prefix_cap_bytes_) return;
+  // A pooled entry shares the sequence's blocks (nothing new is held now); a
+  // contiguous one is a copy and must fit beside everything reserved.
+  auto over_budget = [&] { return !pool_ && reserved_ + prefix_->bytes() + bytes > kv_budget_; };
   const int64_t max_entries = opt_.prefix_cache_entries;
-  while (prefix_->entries() > 0 &&
-         (reserved_ + prefix_->bytes() + bytes > kv_budget_ || prefix_->bytes() + bytes > prefix_cap_bytes_ ||
-          (max_entries > 0 && prefix_->entries() >= max_entries)))
+  while (prefix_->entries() > 0 && (over_budget() || prefix_->bytes() + bytes > prefix_cap_bytes_ ||
+                                    (max_entries > 0 && prefix_->entries() >= max_entries)))
     prefix_->evict_one();
-  if (reserved_ + prefix_->bytes() + bytes > kv_budget_) return;
+  if (over_budget()) return;
   prefix_->publish(s.tokens, full, *s.cache, bytes);
 }
 
@@ -269,16 +273,8 @@ void EngineImpl::run_embeddings() {
   }
 }
 
-int64_t EngineImpl::kv_used_bytes() const {
-  int64_t used = prefix_ ? prefix_->bytes() : 0;
-  for (const auto& s : running_)
-    if (s->cache)
-      used += kv_bytes_for_tokens(layout_, kv_dtype_, opt_.kv, s->cache->offset()) + kv_sequence_fixed_bytes(layout_, opt_.kv);
-  return used;
-}
-
 void EngineImpl::update_stats() {
-  const int64_t block_bytes = std::max<int64_t>(1, kv_bytes_for_tokens(layout_, kv_dtype_, opt_.kv, kPrefixBlockTokens));
+  const int64_t block_bytes = std::max<int64_t>(1, kv::bytes_for_tokens(layout_, kv_dtype_, kind_, kPrefixBlockTokens));
   const int64_t used = kv_used_bytes();
   std::lock_guard<std::mutex> g(mu_);
   const int64_t waiting = stats_.waiting, total = stats_.requests_total, rejected = stats_.requests_rejected;

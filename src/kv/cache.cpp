@@ -10,6 +10,7 @@ Tensor LayerCache::attend(const Tensor& q, AttnParams p) const {
   auto [k, v] = fetch(&first);
   // q row 0 sits at absolute position length() - T; keys start at `first`.
   p.q_offset = length() - q.dim(0) - first;
+  p.key_base = first;
   return ops::attention(q, k, v, p);
 }
 

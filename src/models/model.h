@@ -41,7 +41,7 @@ struct BatchInput {
 
 // How a sequence's cache should be built.
 struct CacheOptions {
-  std::string kind = "contiguous";  // contiguous | paged | kv8 | kv4 (kv/ decides)
+  std::string kind = "contiguous";  // a kv::StoreKind name (kv/kinds.h)
   std::optional<DType> dtype;       // default: the model's compute dtype for K/V
 };
 
@@ -81,10 +81,5 @@ std::vector<std::string> supported_model_types();
 std::unique_ptr<Model> load_model(const std::string& dir, const LoadOptions& opt = {});
 // Builds from an already-open source (GGUF and tests).
 std::unique_ptr<Model> build_model(const ModelConfig& cfg, const WeightSource& src, const LoadOptions& opt);
-
-// Cache kinds other than contiguous register a maker here (kv/ stores).
-using CacheMaker = std::function<std::unique_ptr<kv::SequenceCache>(const std::vector<kv::LayerSpec>&, DType,
-                                                                    Device, const CacheOptions&)>;
-void register_cache_kind(const std::string& kind, CacheMaker maker);
 
 }  // namespace ingot

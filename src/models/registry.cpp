@@ -1,7 +1,6 @@
 #include <map>
 #include <mutex>
 
-#include "kv/contiguous.h"
 #include "kv/kinds.h"
 #include "models/families.h"
 #include "models/gguf_source.h"
@@ -17,21 +16,9 @@ std::map<std::string, ModelFactory>& families() {
   return m;
 }
 
-std::map<std::string, CacheMaker>& cache_kinds() {
-  static std::map<std::string, CacheMaker> m;
-  return m;
-}
-
 void ensure_builtin() {
   static std::once_flag once;
-  std::call_once(once, [] {
-    register_builtin_families();
-    for (auto& entry : kv::builtin_store_kinds()) {
-      auto make = entry.second;  // a named copy: clang 14 cannot capture a structured binding
-      register_cache_kind(entry.first, [make](const std::vector<kv::LayerSpec>& l, DType dt, Device d,
-                                              const CacheOptions&) { return make(l, dt, d); });
-    }
-  });
+  std::call_once(once, [] { register_builtin_families(); });
 }
 
 }  // namespace
@@ -52,17 +39,13 @@ std::vector<std::string> supported_model_types() {
   return out;
 }
 
-void register_cache_kind(const std::string& kind, CacheMaker maker) { cache_kinds()[kind] = std::move(maker); }
-
 std::unique_ptr<kv::SequenceCache> new_cache(const Model& model, const CacheOptions& opt) {
   ensure_builtin();
   if (auto own = model.make_cache(opt)) return own;
-  DType dt = opt.dtype.value_or(model.kv_dtype());
-  if (opt.kind == "contiguous") return kv::make_contiguous_cache(model.cache_layout(), dt, model.device());
-  auto it = cache_kinds().find(opt.kind);
-  if (it == cache_kinds().end()) fail(ErrorKind::InvalidArgument, "unknown KV cache kind '", opt.kind, "'");
+  const DType dt = opt.dtype.value_or(model.kv_dtype());
+  const kv::StoreKind kind = kv::parse_store_kind(opt.kind);
   auto layout = model.cache_layout();
-  auto cache = it->second(layout, dt, model.device(), opt);
+  auto cache = kv::make_store(layout, dt, model.device(), kind);
   // Hybrid models need a linear-state store for their recurrent layers.
   for (size_t i = 0; i < layout.size(); ++i)
     if (layout[i].kind == kv::LayerKind::LinearState && !cache->layer(static_cast<int>(i)).linear_state())

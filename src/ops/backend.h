@@ -36,6 +36,10 @@ struct AttnParams {
   // the number of valid keys; k/v may be longer (reserved rows) and q_offset is
   // then kv_len - T. Only backends that capture steps read it.
   const int32_t* kv_len = nullptr;
+  // Absolute position of key row 0 (a sliding-window store keeps only the
+  // last rows): the CPU kernel cuts keys into tiles at absolute positions, so
+  // such a store computes the bits of a full one.
+  int64_t key_base = 0;
 };
 
 // A captured step of device work (a CUDA graph) that replays as one launch.

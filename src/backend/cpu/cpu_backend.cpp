@@ -5,6 +5,7 @@
 #include <limits>
 #include <vector>
 
+#include "backend/cpu/attention.h"
 #include "backend/cpu/kernels.h"
 #include "backend/cpu/thread_pool.h"
 #include "tensor/half.h"
@@ -317,68 +318,38 @@ Tensor CpuBackend::softcap(const Tensor& x_in, float cap) {
 
 namespace {
 
-// K/V stay in their stored dtype (the bf16 cache is read as is).
-Tensor attn_operand(const Tensor& t) {
+// K/V stay in their stored dtype (the bf16 cache is read as is); the tile
+// kernel takes one dtype for both.
+Tensor attn_operand(const Tensor& t, DType want) {
   Tensor c = t.contiguous();
-  if (c.dtype() == DType::F32 || c.dtype() == DType::BF16 || c.dtype() == DType::F16) return c;
-  return c.to(DType::F32);
+  return c.dtype() == want ? c : c.to(want);
+}
+
+DType attn_dtype(const Tensor& k, const Tensor& v) {
+  const DType d = k.dtype();
+  return d == v.dtype() && (d == DType::F32 || d == DType::BF16 || d == DType::F16) ? d : DType::F32;
 }
 
 }  // namespace
 
 Tensor CpuBackend::attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
-                             const AttnParams& p) {
-  Tensor q = as_f32(q_in), k = attn_operand(k_in), v = attn_operand(v_in);
+                             const AttnParams& p_in) {
+  const DType dt = attn_dtype(k_in, v_in);
+  Tensor q = as_f32(q_in), k = attn_operand(k_in, dt), v = attn_operand(v_in, dt);
   const int64_t t = q.dim(0), h = q.dim(1), d = q.dim(2);
-  const int64_t s = k.dim(0), kvh = k.dim(1), dv = v.dim(2);
-  INGOT_CHECK(k.dim(2) == d && v.dim(0) == s && v.dim(1) == kvh && h % kvh == 0, "attention shapes q ",
+  const int64_t kvh = k.dim(1), dv = v.dim(2);
+  INGOT_CHECK(k.dim(2) == d && v.dim(0) == k.dim(0) && v.dim(1) == kvh && h % kvh == 0, "attention shapes q ",
               q.describe(), " k ", k.describe(), " v ", v.describe());
-  const int64_t group = h / kvh;
+  AttnParams p = p_in;
+  int64_t s = k.dim(0);
+  if (p.kv_len) {  // a replayable step: the first *kv_len rows are the keys
+    s = *p.kv_len;
+    INGOT_CHECK(s >= t && s <= k.dim(0), "attention kv_len ", s, " outside [", t, ", ", k.dim(0), "]");
+    p.q_offset = s - t;
+  }
   Tensor out = Tensor::empty({t, h, dv}, DType::F32);
-  const float* pq = q.data<float>();
-  const auto* pk = static_cast<const uint8_t*>(k.raw());
-  const auto* pv = static_cast<const uint8_t*>(v.raw());
-  const DType kdt = k.dtype(), vdt = v.dtype();
-  const size_t kes = dtype_size(kdt), ves = dtype_size(vdt);
-  float* po = out.data<float>();
-  // One task per (query row, head): each row's numbers are the same whether
-  // it is alone or part of a prefill.
-  pool().parallel_for(t * h, 1, [&](int64_t b, int64_t e) {
-    std::vector<float> scores(static_cast<size_t>(s));
-    std::vector<float> acc(static_cast<size_t>(dv));
-    for (int64_t idx = b; idx < e; ++idx) {
-      int64_t i = idx / h, hh = idx % h, kh = hh / group;
-      int64_t qpos = p.q_offset + i;
-      int64_t hi = p.causal ? std::min(s - 1, qpos) : s - 1;
-      int64_t lo = p.window > 0 ? std::max<int64_t>(0, qpos - p.window + 1) : 0;
-      float* o = po + (i * h + hh) * dv;
-      if (hi < lo) {
-        std::fill(o, o + dv, 0.0f);
-        continue;
-      }
-      const float* qr = pq + (i * h + hh) * d;
-      float mx = -std::numeric_limits<float>::infinity();
-      dot_rows(qr, pk + static_cast<size_t>((lo * kvh + kh) * d) * kes, kdt, kvh * d, hi - lo + 1, d,
-               scores.data() + lo);
-      for (int64_t j = lo; j <= hi; ++j) {
-        float sc = scores[static_cast<size_t>(j)] * p.scale;
-        if (p.softcap > 0) sc = std::tanh(sc / p.softcap) * p.softcap;
-        scores[static_cast<size_t>(j)] = sc;
-        mx = std::max(mx, sc);
-      }
-      float sum = 0;
-      for (int64_t j = lo; j <= hi; ++j) {
-        float e2 = std::exp(scores[static_cast<size_t>(j)] - mx);
-        scores[static_cast<size_t>(j)] = e2;
-        sum += e2;
-      }
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      for (int64_t j = lo; j <= hi; ++j)
-        axpy(scores[static_cast<size_t>(j)] / sum, pv + static_cast<size_t>((j * kvh + kh) * dv) * ves, vdt,
-             acc.data(), dv);
-      std::copy(acc.begin(), acc.end(), o);
-    }
-  });
+  ContiguousKvTiles tiles(k.raw(), v.raw(), dt, kvh, d, dv);
+  attention_tiled(q.data<float>(), AttnShape{t, h, kvh, d, dv, s}, tiles, p, out.data<float>());
   return out;
 }
 

@@ -5,7 +5,9 @@
 #pragma once
 #include <cstdint>
 
+#include "backend/cpu/kernels.h"
 #include "tensor/dtype.h"
+
 
 namespace ingot::cpu {
 
@@ -19,6 +21,26 @@ struct LinearBlock {
   int64_t ldw, m;
   float* y;
   int64_t ldy;
+};
+
+// One tile of kAttnTile key lanes of one KV head folded into the
+// online-softmax state of G query vectors (attention.h). Lanes [x0, x0 + n)
+// hold the n rows of k and v; query vector g sees lanes [first[g], last[g]]
+// (clipped to those; empty: its state is untouched).
+struct AttnFold {
+  const float* q;  // [G, d]
+  int64_t G, d, dv;
+  const void* k;  // n rows of d values, k_ld elements apart
+  const void* v;  // n rows of dv values, v_ld elements apart
+  DType dt;       // of k and v: f32, bf16 or f16
+  int64_t k_ld, v_ld, x0, n;
+  const int64_t* first;
+  const int64_t* last;
+  float scale, softcap;
+  float* m;       // [G] running maxima (-inf before any key)
+  float* l;       // [G] running sums of exp(score - m)
+  float* acc;     // [G, dv] running sums of exp(score - m) * v
+  float* scores;  // scratch [G, kAttnTile]
 };
 
 struct KernelTable {
@@ -40,6 +62,7 @@ struct KernelTable {
   void (*to_f32)(const void* src, DType t, int64_t n, float* dst);
   // y = silu(g) * u; u null: y = silu(g).
   void (*silu_mul)(const float* g, const float* u, float* y, int64_t n);
+  void (*attn_fold)(const AttnFold& f);
 };
 
 // Weight rows converted to f32 per panel when many x rows reuse them.

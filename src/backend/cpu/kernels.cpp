@@ -123,6 +123,7 @@ void dot_rows(const float* a, const void* b, DType bdt, int64_t ldb, int64_t row
   kt().dot_rows(a, b, bdt, ldb, rows, k, out);
 }
 void silu_mul(const float* g, const float* u, float* y, int64_t n) { kt().silu_mul(g, u, y, n); }
+void attn_fold(const AttnFold& f) { kt().attn_fold(f); }
 float sum_squares(const float* x, int64_t n) { return kt().sum_squares(x, n); }
 float sum(const float* x, int64_t n) { return kt().sum(x, n); }
 void scale_by(const float* x, float s, const float* w, bool unit_offset, float* y, int64_t n) {

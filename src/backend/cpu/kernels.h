@@ -62,6 +62,11 @@ float sum_squares(const float* x, int64_t n);
 float sum(const float* x, int64_t n);
 // y = silu(g) * u (u null: y = silu(g)), vectorised exp.
 void silu_mul(const float* g, const float* u, float* y, int64_t n);
+// Keys per attention tile: the unit every CPU attention path folds at once.
+constexpr int64_t kAttnTile = 16;
+// One attention tile folded into an online-softmax state (isa_table.h).
+struct AttnFold;
+void attn_fold(const AttnFold& f);
 // y = x * s * w (w null: y = x * s); unit_offset applies (1 + w).
 void scale_by(const float* x, float s, const float* w, bool unit_offset, float* y, int64_t n);
 

@@ -8,8 +8,10 @@
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "backend/cpu/isa_table.h"
 

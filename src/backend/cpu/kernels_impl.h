@@ -466,6 +466,8 @@ void convert_rows(const void* src, DType t, int64_t ld, int64_t rows, int64_t k,
     to_f32<V>(static_cast<const uint8_t*>(src) + static_cast<size_t>(r * ld) * es, t, k, dst + r * ldd);
 }
 
+#include "backend/cpu/attention_impl.h"
+
 template <class V>
 KernelTable make_table(const char* name) {
   KernelTable t;
@@ -480,5 +482,6 @@ KernelTable make_table(const char* name) {
   t.scale_by = &scale_by<V>;
   t.to_f32 = &to_f32<V>;
   t.silu_mul = &silu_mul<V>;
+  t.attn_fold = &attn_fold<V>;
   return t;
 }

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "backend/cpu/isa_table.h"
 #include "tensor/half.h"

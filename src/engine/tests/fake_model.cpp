@@ -50,12 +50,12 @@ class CountingCache final : public kv::SequenceCache {
 };
 }  // namespace
 
-void register_counting_cache_kind() {
-  register_cache_kind("counting", [](const std::vector<kv::LayerSpec>& l, DType dt, Device d, const CacheOptions&) {
-    std::vector<std::unique_ptr<kv::LayerCache>> layers;
-    for (const auto& spec : l) layers.push_back(std::make_unique<CountingLayer>(std::make_unique<kv::ContiguousLayerCache>(spec, dt, d)));
-    return std::make_unique<CountingCache>(std::make_unique<kv::LayeredCache>(std::move(layers)));
-  });
+std::unique_ptr<kv::SequenceCache> FakeModel::make_cache(const CacheOptions& opt) const {
+  if (!counting || opt.kind != "contiguous") return nullptr;
+  std::vector<std::unique_ptr<kv::LayerCache>> layers;
+  for (const auto& spec : cache_layout())
+    layers.push_back(std::make_unique<CountingLayer>(std::make_unique<kv::ContiguousLayerCache>(spec, kv_dtype(), device_)));
+  return std::make_unique<CountingCache>(std::make_unique<kv::LayeredCache>(std::move(layers)));
 }
 
 FakeModel::FakeModel(int64_t vocab, int64_t max_pos) {

@@ -9,11 +9,11 @@
 
 namespace ingot::testing {
 
-// Live caches of kind "counting" (a contiguous store that counts itself).
+// Live counting caches (contiguous stores that count themselves: what a
+// FakeModel with `counting` set makes).
 std::atomic<int64_t>& live_counting_caches();
 // Token positions held by all live counting caches.
 std::atomic<int64_t>& resident_counting_tokens();
-void register_counting_cache_kind();
 
 class FakeModel final : public Model {
  public:
@@ -24,6 +24,9 @@ class FakeModel final : public Model {
   DType kv_dtype() const override { return DType::F32; }
   Device device() const override { return device_; }
   size_t weight_bytes() const override { return weight_bytes_; }
+  // Counting caches for the contiguous kind when `counting` is set.
+  std::unique_ptr<kv::SequenceCache> make_cache(const CacheOptions& opt) const override;
+  bool counting = false;
   // What the model reports for memory accounting (it still computes on the CPU).
   void report(Device d, size_t weight_bytes) {
     device_ = d;

@@ -76,38 +76,38 @@ void expect_fit_within_10pct(const std::string& dir, int64_t ctx, int64_t batch,
 TEST(Fit, KvBytesFollowConfigAndSlidingWindows) {
   std::vector<kv::LayerSpec> layers = {{2, 16, 16, 0}, {2, 16, 16, 8}};
   // bf16: 2 heads * (16 + 16) * 2 bytes = 128 per layer per token.
-  EXPECT_EQ(kv_bytes_for_tokens(layers, DType::BF16, "contiguous", 4), 128 * 4 * 2);
-  EXPECT_EQ(kv_bytes_for_tokens(layers, DType::BF16, "contiguous", 100), 128 * 100 + 128 * 8);
+  EXPECT_EQ(kv::bytes_for_tokens(layers, DType::BF16, kv::StoreKind::Contiguous, 4), 128 * 4 * 2);
+  EXPECT_EQ(kv::bytes_for_tokens(layers, DType::BF16, kv::StoreKind::Contiguous, 100), 128 * 100 + 128 * 8);
   // Head dim 16 is quantized in groups of 4 with a float32 scale and bias each:
   // kv8 rows then cost more than bf16 ones (16 + 32 bytes against 32).
-  EXPECT_GT(kv_bytes_for_tokens(layers, DType::BF16, "kv8", 100), kv_bytes_for_tokens(layers, DType::BF16, "paged", 100));
+  EXPECT_GT(kv::bytes_for_tokens(layers, DType::BF16, kv::StoreKind::Kv8, 100), kv::bytes_for_tokens(layers, DType::BF16, kv::StoreKind::Paged, 100));
   const std::vector<kv::LayerSpec> wide = {{2, 64, 64, 0}};
-  EXPECT_LT(kv_bytes_for_tokens(wide, DType::BF16, "kv8", 100), kv_bytes_for_tokens(wide, DType::BF16, "paged", 100));
-  EXPECT_LT(kv_bytes_for_tokens(wide, DType::BF16, "kv4", 100), kv_bytes_for_tokens(wide, DType::BF16, "kv8", 100));
+  EXPECT_LT(kv::bytes_for_tokens(wide, DType::BF16, kv::StoreKind::Kv8, 100), kv::bytes_for_tokens(wide, DType::BF16, kv::StoreKind::Paged, 100));
+  EXPECT_LT(kv::bytes_for_tokens(wide, DType::BF16, kv::StoreKind::Kv4, 100), kv::bytes_for_tokens(wide, DType::BF16, kv::StoreKind::Kv8, 100));
 }
 
 // The estimate is the pool's own geometry: a block of block_size tokens costs
 // what the pool allocates for it; sliding layers keep bf16 rows whatever the
 // kind; kv4 adds each sequence's exact open block.
 TEST(Fit, QuantizedKvBytesMatchThePool) {
-  for (const char* kind : {"paged", "kv8", "kv4"}) {
+  for (kv::StoreKind kind : {kv::StoreKind::Paged, kv::StoreKind::Kv8, kv::StoreKind::Kv4}) {
     for (int64_t d : {int64_t{16}, int64_t{64}, int64_t{128}, int64_t{256}}) {
       const kv::LayerSpec s{4, d, d, 0};
-      const kv::PoolOptions o = kv::pool_options_for(kind);
+      const kv::PoolOptions o = kv::pool_options(kind);
       auto pool = kv::Pool::create({s}, DType::BF16, Device::CPU, o);
-      EXPECT_EQ(kv_bytes_per_token_layer(s, DType::BF16, kind) * o.block_size,
+      EXPECT_EQ(kv::bytes_per_token_layer(s, DType::BF16, kind) * o.block_size,
                 static_cast<double>(pool->bytes_per_block()))
-          << kind << " head dim " << d;
+          << kv::store_kind_name(kind) << " head dim " << d;
     }
   }
   // A head the pool cannot group is refused by the estimate as by the pool.
-  EXPECT_THROW(kv_bytes_per_token_layer(kv::LayerSpec{2, 96, 96, 0}, DType::BF16, "kv8"), Error);
+  EXPECT_THROW(kv::bytes_per_token_layer(kv::LayerSpec{2, 96, 96, 0}, DType::BF16, kv::StoreKind::Kv8), Error);
   const kv::LayerSpec sliding{2, 64, 64, 8};
-  EXPECT_EQ(kv_bytes_per_token_layer(sliding, DType::BF16, "kv8"), kv_bytes_per_token_layer(sliding, DType::BF16, "paged"));
+  EXPECT_EQ(kv::bytes_per_token_layer(sliding, DType::BF16, kv::StoreKind::Kv8), kv::bytes_per_token_layer(sliding, DType::BF16, kv::StoreKind::Paged));
   const std::vector<kv::LayerSpec> layers = {{4, 64, 64, 0}, {4, 64, 64, 8}};
-  EXPECT_EQ(kv_sequence_fixed_bytes(layers, "kv4"), 4 * 16 * 128 * 4);
-  EXPECT_EQ(kv_sequence_fixed_bytes(layers, "kv8"), 0);
-  EXPECT_EQ(kv_sequence_fixed_bytes(layers, "contiguous"), 0);
+  EXPECT_EQ(kv::sequence_fixed_bytes(layers, kv::StoreKind::Kv4), 4 * 16 * 128 * 4);
+  EXPECT_EQ(kv::sequence_fixed_bytes(layers, kv::StoreKind::Kv8), 0);
+  EXPECT_EQ(kv::sequence_fixed_bytes(layers, kv::StoreKind::Contiguous), 0);
 }
 
 // A model on a GPU takes its KV room from the device's memory, not this

@@ -57,10 +57,10 @@ void drain(Live& l) {
 }
 
 void property_run(bool prefix_cache, uint32_t seed) {
-  ingot::testing::register_counting_cache_kind();
   FakeModel model;
+  model.counting = true;
   EngineOptions opt;
-  opt.kv = "counting";
+  opt.kv = "contiguous";
   opt.max_concurrency = 6;
   opt.token_budget = 40;
   opt.prefill_chunk = 16;
@@ -268,10 +268,10 @@ TEST(Scheduler, QueueLimitAndBadInputAreClearErrors) {
 }
 
 TEST(Scheduler, CancelFreesCacheAtOnce) {
-  ingot::testing::register_counting_cache_kind();
   FakeModel model;
+  model.counting = true;
   EngineOptions opt;
-  opt.kv = "counting";
+  opt.kv = "contiguous";
   opt.prefix_cache = false;
   // Hold the engine inside its second pass until the request is cancelled,
   // so the request cannot run to its length limit first on a loaded machine.
@@ -354,4 +354,66 @@ TEST(Scheduler, StopStringsTextAndPromptLogprobsThroughTheEngine) {
   EXPECT_EQ(c.stop_matched, stop);
   EXPECT_EQ(text2, text.substr(0, at));
   EXPECT_EQ(c.usage.completion_tokens, static_cast<int64_t>(at + 2));
+}
+
+// Requests that fork a cached prefix of a paged pool are charged only for the
+// blocks they add: with room for the prefix once and a block or two per
+// request, they all run at once; the pool never holds more than the budget.
+TEST(Scheduler, SharedPrefixBlocksAreChargedOnce) {
+  FakeModel model;  // one layer of 1x1 K/V in float32: 8 bytes a token, 128 a block
+  EngineOptions opt;
+  opt.kv = "paged";
+  opt.max_concurrency = 8;
+  opt.token_budget = 512;
+  opt.prefill_chunk = 512;
+  const int64_t kv_bytes_wanted = 16 * 128 + 8 * 2 * 128 + 64;  // the prefix + 2 blocks for each of 8
+  opt.memory_budget_gb = 1;
+  const int64_t fixed = static_cast<int64_t>(1ll << 30) - kv_budget_bytes(model, opt);
+  opt.memory_budget_gb = static_cast<double>(fixed + kv_bytes_wanted) / static_cast<double>(1ll << 30);
+  const int64_t kv_budget = kv_budget_bytes(model, opt);
+  ASSERT_NEAR(static_cast<double>(kv_budget), kv_bytes_wanted, 16);
+
+  auto eng = start_engine(model, opt, nullptr, {kEos});
+  std::atomic<int64_t> most_rows{0}, over_budget{0};
+  model.on_forward = [&](const BatchInput& in) {
+    most_rows = std::max<int64_t>(most_rows.load(), static_cast<int64_t>(in.seqs.size()));
+    if (eng->stats().kv_pool_used_bytes > static_cast<double>(kv_budget)) ++over_budget;
+  };
+  std::vector<int32_t> shared(256);
+  for (size_t i = 0; i < shared.size(); ++i) shared[i] = static_cast<int32_t>(i % 30);
+  auto request = [&](int32_t tail) {
+    Request r;
+    r.prompt = shared;
+    for (int i = 0; i < 8; ++i) r.prompt.push_back(tail);
+    r.stop.max_tokens = 8;
+    r.stop.ignore_eos = true;
+    return r;
+  };
+  // The first request publishes the 256-token prefix (16 blocks).
+  {
+    Live warm;
+    warm.h = eng->submit(request(0));
+    while (!warm.finished) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      drain(warm);
+    }
+  }
+  std::vector<std::unique_ptr<Live>> all;
+  for (int32_t i = 1; i <= 8; ++i) {
+    auto l = std::make_unique<Live>();
+    l->h = eng->submit(request(i));
+    all.push_back(std::move(l));
+  }
+  for (auto& l : all)
+    while (!l->finished) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      drain(*l);
+    }
+  for (auto& l : all) {
+    EXPECT_EQ(l->reason, FinishReason::Length);
+    EXPECT_EQ(l->usage.cached_prompt_tokens, 256);
+  }
+  // Charged in full (17 blocks each) at most one request would fit beside the prefix.
+  EXPECT_GE(most_rows.load(), 6) << "requests sharing a cached prefix did not run together";
+  EXPECT_EQ(over_budget.load(), 0);
 }

@@ -74,27 +74,50 @@ TEST(Paged, GatherIsBitIdenticalToContiguous) {
   }
 }
 
-TEST(Paged, DirectKernelMatchesGatherWithinTolerance) {
-  for (KvQuant q : {KvQuant::None, KvQuant::Q8, KvQuant::Q4}) {
-   for (DType dt : {DType::F32, DType::BF16}) {  // bf16 rows take the AVX-512 path where the CPU has it
+// The direct kernel reads the blocks in place; it cuts keys at the same tiles
+// as the contiguous store's attention, so the two agree bit for bit, also
+// with windows, soft-capping, GQA, chunked keys (> 256) and block sizes that
+// are not a multiple of the tile (rows converted one at a time).
+TEST(Paged, DirectIsBitIdenticalToContiguous) {
+  for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
+    for (int bs : {4, 16, 32, 48}) {
+      for (int64_t window : {int64_t{0}, int64_t{20}}) {
+        std::mt19937 rng(11);
+        LayerSpec s = spec(2, 64);
+        PoolOptions d;
+        d.block_size = bs;
+        d.path = AttendPath::Direct;
+        auto direct = Pool::create({s}, dt, Device::CPU, d)->new_sequence();
+        ContiguousLayerCache ctg(s, dt, Device::CPU);
+        AttnParams p = params(0.125f);
+        p.window = window;
+        p.softcap = window ? 30.0f : 0.0f;
+        SCOPED_TRACE(std::string(dtype_name(dt)) + " bs " + std::to_string(bs) + " window " + std::to_string(window));
+        // GQA: 8 query heads over 2 KV heads; prefill chunks, then decode past a key chunk.
+        drive(direct->layer(0), ctg, rng, 8, s, {50, 1, 1, 17, 1, 233, 1, 1, 40, 1}, p, 0, true);
+      }
+    }
+  }
+}
+
+// Quantized pools: the direct kernel dequantizes the same codes the gather
+// path does (KV8: the same bits; KV4: its rotated basis differs in rounding).
+TEST(Paged, QuantizedDirectMatchesGather) {
+  for (KvQuant q : {KvQuant::Q8, KvQuant::Q4}) {
     for (int64_t window : {int64_t{0}, int64_t{20}}) {
       std::mt19937 rng(11);
       LayerSpec s = spec(2, 64);
       PoolOptions g, d;
       g.quant = d.quant = q;
-      g.block_size = d.block_size = 16;
       d.path = AttendPath::Direct;
-      auto gather = Pool::create({s}, dt, Device::CPU, g)->new_sequence();
-      auto direct = Pool::create({s}, dt, Device::CPU, d)->new_sequence();
+      auto gather = Pool::create({s}, DType::F32, Device::CPU, g)->new_sequence();
+      auto direct = Pool::create({s}, DType::F32, Device::CPU, d)->new_sequence();
       AttnParams p = params(0.125f);
       p.window = window;
       p.softcap = window ? 30.0f : 0.0f;
-      // GQA: 8 query heads over 2 KV heads; prefill chunk, then decode.
-      // KV8 may take the VNNI path, whose query is split into two int8 parts per group.
-      const double tol = q == KvQuant::Q8 ? 1e-4 : 1e-5;
-      drive(direct->layer(0), gather->layer(0), rng, 8, s, {50, 1, 1, 17, 1, 33, 1}, p, tol, false);
+      SCOPED_TRACE(std::string(kv_quant_name(q)) + " window " + std::to_string(window));
+      drive(direct->layer(0), gather->layer(0), rng, 8, s, {50, 1, 1, 17, 1, 300, 1}, p, 1e-5, q == KvQuant::Q8);
     }
-   }
   }
 }
 
@@ -178,8 +201,24 @@ TEST(Rotating, MatchesContiguousWithWindowAndStaysBounded) {
   }
 }
 
+TEST(Kinds, NamesParseAndBadNamesAreRefused) {
+  for (StoreKind k : {StoreKind::Contiguous, StoreKind::Paged, StoreKind::PagedGather, StoreKind::Kv8, StoreKind::Kv4})
+    EXPECT_EQ(parse_store_kind(store_kind_name(k)), k);
+  EXPECT_EQ(parse_store_kind("paged-direct"), StoreKind::Paged);
+  EXPECT_EQ(pool_options(StoreKind::Paged).path, AttendPath::Direct) << "the default reads blocks in place";
+  EXPECT_EQ(pool_options(StoreKind::PagedGather).path, AttendPath::Gather);
+  try {
+    parse_store_kind("pagd");
+    FAIL() << "an unknown kind must be refused";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("paged-gather"), std::string::npos) << "the error names the choices";
+  }
+  EXPECT_THROW(pool_options(StoreKind::Contiguous), Error);
+}
+
 TEST(Kinds, WindowLayersGetARotatingStore) {
-  auto seq = make_paged_cache({spec(2, 16, 0), spec(2, 16, 8)}, DType::F32, Device::CPU, {});
+  auto seq = make_store({spec(2, 16, 0), spec(2, 16, 8)}, DType::F32, Device::CPU, StoreKind::Paged);
   EXPECT_NE(dynamic_cast<PagedLayerCache*>(&seq->layer(0)), nullptr);
   EXPECT_NE(dynamic_cast<RotatingLayerCache*>(&seq->layer(1)), nullptr);
 }

@@ -239,6 +239,11 @@ TEST_P(OpsPerIsa, AttentionMatchesReferenceAndIsRowInvariant) {
       {1, 1, 1, 1, 1, true, 0, 0, DType::F32},        {5, 5, 4, 2, 17, true, 0, 0, DType::F32},
       {3, 11, 6, 2, 64, true, 0, 0, DType::BF16},     {7, 7, 2, 1, 33, true, 3, 0, DType::F32},
       {4, 9, 4, 4, 16, false, 0, 20.0f, DType::BF16}, {6, 6, 8, 2, 24, true, 0, 0, DType::F16},
+      // Several key chunks (256 keys each), prompt blocks and decode splits,
+      // head dims with register tails, windows that start mid-tile.
+      {40, 600, 9, 3, 64, true, 0, 0, DType::BF16},   {3, 700, 4, 1, 128, true, 100, 0, DType::F32},
+      {2, 530, 6, 3, 80, true, 0, 0, DType::F16},     {13, 290, 8, 2, 8, true, 37, 0, DType::F32},
+      {1, 1000, 8, 8, 256, true, 0, 0, DType::BF16},
   };
   for (const AttnCase& c : cases) {
     Tensor q = random_tensor({c.t, c.h, c.d}, 20, -2, 2);

@@ -3,6 +3,7 @@
 
 #include "server/http_app.h"
 #include "server/service.h"
+#include "server/speech_worker.h"
 #include "server/tests/fakes.h"
 
 namespace ingot::server {
@@ -291,6 +292,15 @@ TEST_F(RoutesTest, AnyModelNameMeansTheServedModel) {
   EXPECT_EQ(engine.st->submitted.load(), 5);
   // A lookup by id is not a request to generate: only the served id is listed.
   expect_openai_error(call("GET", "/v1/models/gpt-4"), 404);
+}
+
+TEST_F(RoutesTest, TheSpeechModelIsNotATextModel) {
+  SpeechWorker whisper([](const SpeechJob&) { return speech::Transcript{}; }, "whisper-tiny", {"/m/whisper-tiny"}, 1);
+  svc->set_speech(&whisper);
+  for (const char* name : {"whisper-tiny", "/m/whisper-tiny"})
+    expect_openai_error(post("/v1/chat/completions", {{"model", name}, {"messages", user_msg}}), 404, "model");
+  EXPECT_EQ(post("/v1/chat/completions", {{"model", "gpt-4"}, {"messages", user_msg}}).status, 200);
+  svc->set_speech(nullptr);
 }
 
 TEST_F(RoutesTest, StrictModelNameRefusesOtherNames) {

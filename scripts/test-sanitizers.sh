@@ -31,7 +31,7 @@ configure() {  # dir, sanitizers, optimization, extra cmake args...
 # Unit-test binaries (ctest names are these without the test_ prefix).
 unit_tests=(test_tensor test_backend_cpu test_backend_cpu_models test_io test_audio test_quant test_kv test_kv_model
             test_models test_speech test_sampling test_engine test_tokenizer test_template test_server test_grammar
-            test_parallel test_registry)
+            test_parallel test_registry test_cli_chat)
 tsan_tests=(test_engine test_server test_parallel)
 fuzzers=(safetensors gguf tokenizer_json chat_template http_routes multipart audio kv_snapshot)
 

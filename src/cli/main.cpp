@@ -25,6 +25,7 @@ int run(int argc, char** argv) {
   register_tokenize(app);
   register_chat_template(app);
   register_serve(app);
+  register_run(app);
   register_quantize(app);
   register_gguf_export(app);
   register_get(app);

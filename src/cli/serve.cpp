@@ -3,24 +3,20 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
-#include <future>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "cli/model_setup.h"
 #include "cli/serve_audio.h"
+#include "cli/text_model.h"
 #include "cli/verbs.h"
 #include "ingot/engine.h"
-#include "io/config.h"
-#include "io/gguf.h"
-#include "io/gguf_tokenizer.h"
 #include "models/gguf_source.h"
+#include "registry/cache_layout.h"
 #include "runtime/runtime.h"
 #include "server/embeddings.h"
 #include "server/http_app.h"
 #include "server/service.h"
-#include "template/chat_template.h"
-#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/log.h"
 #include "util/strings.h"
@@ -42,6 +38,7 @@ struct ServeFlags {
   std::string cors;
   double max_body_mb = 16;
   std::string served_model_name;
+  bool strict_model_name = false;
   std::string tool_parser = "auto";
   int http_threads = 128;
   // mlx_lm.server flags.
@@ -59,26 +56,15 @@ struct ServeFlags {
 std::atomic<bool> g_stop{false};
 void on_signal(int) { g_stop = true; }
 
-// The engine's detokenizer, backed by the model's tokenizer.
-class TokenizerDecoder : public engine::TextDecoder {
- public:
-  explicit TokenizerDecoder(const Tokenizer& tok) : tok_(tok) {}
-  class S : public Stream {
-   public:
-    explicit S(std::unique_ptr<Tokenizer::Stream> s) : s_(std::move(s)) {}
-    std::string push(int32_t token) override { return s_->push(token); }
-    std::string flush() override { return s_->flush(); }
-
-   private:
-    std::unique_ptr<Tokenizer::Stream> s_;
-  };
-  std::unique_ptr<Stream> stream(bool skip_special) const override {
-    return std::make_unique<S>(tok_.stream(skip_special));
-  }
-
- private:
-  const Tokenizer& tok_;
-};
+// Other names a request may use for the model under --strict-model-name: the
+// path as given and as resolved, its file or folder name, and its stem.
+std::vector<std::string> served_model_aliases(const ModelFlags& m) {
+  std::filesystem::path mp(m.model);
+  std::string base = mp.filename().empty() ? mp.parent_path().filename().string() : mp.filename().string();
+  std::vector<std::string> names = {m.model, base, mp.stem().string(), registry::model_name_for_path(mp)};
+  if (!m.requested.empty()) names.push_back(m.requested);
+  return names;
+}
 
 server::ToolFormat parse_tool_parser(const std::string& name, const std::string& tmpl) {
   if (name == "auto") return server::detect_tool_format(tmpl);
@@ -109,73 +95,34 @@ int run_serve(const ServeFlags& f) {
   if (speech_only && !f.audio_model.empty())
     fail(ErrorKind::InvalidArgument, "--audio-model: --model is already a Whisper model");
   if (f.audio_queue < 1) fail(ErrorKind::InvalidArgument, "--audio-queue must be >= 1");
-  // The tokenizer and chat template load on another thread while the weights
-  // are mapped: for a small model they are most of the start-up time.
-  struct TextSide {
-    std::unique_ptr<Tokenizer> tok;
-    std::string tmpl_src;
-    std::shared_ptr<const ChatTemplate> tmpl;
-  };
-  auto text_side = std::async(std::launch::async, [&f, speech_only] {
-    TextSide t;
-    if (speech_only) {
-      t.tok = tokenizer_for_speech_only(f.model.model);
-    } else if (is_gguf_path(f.model.model)) {
-      // A GGUF file carries its tokenizer and chat template in its metadata.
-      GgufTokenizerFiles files = gguf_tokenizer_files(*GgufFile::open(f.model.model));
-      t.tok = Tokenizer::from_json(files.tokenizer_json, files.tokenizer_config_json);
-    } else {
-      t.tok = Tokenizer::from_dir(f.model.model);
-    }
-    if (!speech_only) t.tmpl_src = t.tok->config().chat_template;
-    if (!f.chat_template.empty())
-      t.tmpl_src = file_exists(f.chat_template) ? read_text_file(f.chat_template) : f.chat_template;
-    if (!t.tmpl_src.empty()) t.tmpl = ChatTemplate::compile(t.tmpl_src);
-    return t;
-  });
-  std::unique_ptr<Model> model;
-  try {
-    if (!speech_only) model = load_model_from_flags(f.model);
-  } catch (...) {
-    text_side.wait();
-    throw;
+  TextModel text;
+  std::unique_ptr<Tokenizer> speech_tok;
+  if (speech_only) {
+    speech_tok = tokenizer_for_speech_only(f.model.model);
+  } else {
+    TextModelOptions to;
+    to.chat_template = f.chat_template;
+    engine::EngineOptions& eo = to.engine;
+    int conc = f.max_concurrency > 0 ? f.max_concurrency : f.decode_concurrency;
+    if (conc > 0) eo.max_concurrency = conc;
+    if (f.max_queue < 0) fail(ErrorKind::InvalidArgument, "--max-queue must be >= 0");
+    eo.max_queue = f.max_queue;
+    eo.context_length = f.ctx;
+    eo.memory_budget_gb = f.memory_budget_gb;
+    if (f.prompt_cache_size == 0) eo.prefix_cache = false;
+    if (f.prompt_cache_size > 0) eo.prefix_cache_entries = f.prompt_cache_size;
+    text = load_text_model(f.model, to);
   }
-  TextSide text = text_side.get();
-  std::unique_ptr<Tokenizer> tok = std::move(text.tok);
-  const std::string& tmpl_src = text.tmpl_src;
-  std::shared_ptr<const ChatTemplate> tmpl = text.tmpl;
-  int64_t model_ctx = 0;
-  std::vector<int32_t> eos;
-  if (!speech_only) {
-    model_ctx = model->config().max_position_embeddings;
-    GenerationConfig gen_cfg = load_generation_config(f.model.model, model->config());
-    eos = gen_cfg.eos_token_ids;
-    if (auto id = tok->token_to_id(tok->config().eos_token); id && !tok->config().eos_token.empty())
-      if (std::find(eos.begin(), eos.end(), *id) == eos.end()) eos.push_back(*id);
-  }
-
-  engine::EngineOptions eo;
-  int conc = f.max_concurrency > 0 ? f.max_concurrency : f.decode_concurrency;
-  if (conc > 0) eo.max_concurrency = conc;
-  if (f.max_queue < 0) fail(ErrorKind::InvalidArgument, "--max-queue must be >= 0");
-  eo.max_queue = f.max_queue;
-  eo.context_length = f.ctx;
-  eo.memory_budget_gb = f.memory_budget_gb;
-  if (model && model->device() != Device::CPU) eo.device_memory_bytes = runtime::device_memory_bytes(model->device());
-  eo.kv = f.model.kv;
-  if (f.prompt_cache_size == 0) eo.prefix_cache = false;
-  if (f.prompt_cache_size > 0) eo.prefix_cache_entries = f.prompt_cache_size;
-  auto decoder = std::make_shared<TokenizerDecoder>(*tok);
-  auto eng = speech_only ? no_text_engine() : engine::start_engine(*model, eo, decoder, eos);
+  const Tokenizer& tok = speech_only ? *speech_tok : *text.tokenizer;
+  const std::string& tmpl_src = text.template_source;
+  std::unique_ptr<engine::Engine> speech_engine = speech_only ? no_text_engine() : nullptr;
+  engine::Engine& eng = speech_only ? *speech_engine : *text.engine;
+  const int64_t model_ctx = speech_only ? 0 : text.model->config().max_position_embeddings;
 
   server::ServeOptions so;
-  std::filesystem::path mp(f.model.model);
-  std::string base = mp.filename().empty() ? mp.parent_path().filename().string() : mp.filename().string();
-  so.model_id = !f.served_model_name.empty()   ? f.served_model_name
-                : !f.model.requested.empty() ? f.model.requested
-                                             : f.model.model;
-  so.model_aliases = {f.model.model, base, mp.stem().string()};
-  if (!f.model.requested.empty()) so.model_aliases.push_back(f.model.requested);
+  so.model_id = !f.served_model_name.empty() ? f.served_model_name : registry::model_name_for_path(f.model.model);
+  so.model_aliases = served_model_aliases(f.model);
+  so.strict_model_name = f.strict_model_name;
   so.host = f.host;
   so.port = f.port;
   so.api_key = f.api_key;
@@ -199,8 +146,9 @@ int run_serve(const ServeFlags& f) {
   std::unique_ptr<server::SpeechWorker> speech;
   if (speech_only) speech = start_speech_worker(f.model.model, f.model, so.model_id, static_cast<size_t>(f.audio_queue));
   else if (!f.audio_model.empty())
-    speech = start_speech_worker(f.audio_model, f.model, "", static_cast<size_t>(f.audio_queue));
-  server::Service svc(*eng, *tok, tmpl, so);
+    speech = start_speech_worker(f.audio_model, f.model, registry::model_name_for_path(f.audio_model),
+                                 static_cast<size_t>(f.audio_queue));
+  server::Service svc(eng, tok, text.chat_template, so);
   svc.set_speech(speech.get());
   server::Router router(svc);
   std::signal(SIGPIPE, SIG_IGN);
@@ -223,7 +171,7 @@ int run_serve(const ServeFlags& f) {
                   so.model_id.c_str(), f.host.c_str(), port, speech ? " and /v1/audio/transcriptions" : "");
     std::fflush(stdout);
   }, g_stop);
-  eng->shutdown();
+  eng.shutdown();
   if (!bound) fail(ErrorKind::Io, "cannot listen on ", f.host, ":", f.port, " (address in use or not permitted)");
   return 0;
 }
@@ -246,7 +194,10 @@ void register_serve(CLI::App& app) {
   sub->add_option("--cors", f->cors, "allow browser requests from ORIGIN ('*' for any; comma-separated list; default off)")
       ->type_name("ORIGIN");
   sub->add_option("--max-body-mb", f->max_body_mb, "largest request body in MiB")->capture_default_str();
-  sub->add_option("--served-model-name", f->served_model_name, "model id reported and accepted (default: --model)");
+  sub->add_option("--served-model-name", f->served_model_name,
+                  "model id reported (default: the repo id, or the file or folder name without .gguf)");
+  sub->add_flag("--strict-model-name", f->strict_model_name,
+                "answer 404 to requests naming another model (default: any name means the served model)");
   sub->add_option("--tool-parser", f->tool_parser, "auto, none, hermes, llama3_json, mistral or gemma")->capture_default_str();
   sub->add_option("--http-threads", f->http_threads, "HTTP worker threads (one per open connection)")->capture_default_str();
   sub->add_option("--temp", f->temp, "default sampling temperature")->capture_default_str();

@@ -1,11 +1,14 @@
 // `ingot tokenize`: PARITY.md's contract. stdin: a JSON array of strings;
 // stdout: a JSON array with the ids of each, from a directory that holds only
-// the tokenizer files. --decode runs the other way (arrays of ids to
-// strings), through the streaming detokenizer with --stream.
+// the tokenizer files (or any model form --model takes: a GGUF file, a cached
+// repo id, part of a local model's name). --decode runs the other way (arrays
+// of ids to strings), through the streaming detokenizer with --stream.
 #include <iostream>
 #include <iterator>
 #include <nlohmann/json.hpp>
 
+#include "cli/model_setup.h"
+#include "cli/text_model.h"
 #include "cli/verbs.h"
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
@@ -43,7 +46,7 @@ nlohmann::json decode_all(const Tokenizer& tok, const nlohmann::json& arrays, co
 }
 
 int run_tokenize(const TokenizeFlags& f) {
-  auto tokenizer = Tokenizer::from_dir(f.dir);
+  auto tokenizer = load_tokenizer(f.dir);
   std::string input((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
   nlohmann::json texts;
   try {
@@ -52,10 +55,6 @@ int run_tokenize(const TokenizeFlags& f) {
     fail(ErrorKind::InvalidArgument, "stdin is not valid JSON: ", e.what());
   }
   if (!texts.is_array()) fail(ErrorKind::InvalidArgument, "stdin must be a JSON array");
-  if (f.decode) {
-    std::cout << decode_all(*tokenizer, texts, f).dump() << "\n";
-    return 0;
-  }
   if (f.decode) {
     std::cout << decode_all(*tokenizer, texts, f).dump() << "\n";
     return 0;
@@ -75,7 +74,10 @@ void register_tokenize(CLI::App& app) {
   auto f = std::make_shared<TokenizeFlags>();
   CLI::App* sub = add_verb(app, "tokenize", "encode a JSON array of strings (stdin) to token ids (stdout)",
                            [f] { return run_tokenize(*f); });
-  sub->add_option("--tokenizer", f->dir, "directory with tokenizer.json")->required();
+  sub->add_option("--tokenizer,--model,-m", f->dir,
+                  "directory with tokenizer.json, a GGUF file, a cached repo id, or part of a local model's name")
+      ->required()
+      ->transform([](std::string s) { return resolve_model_arg(s); });
   sub->add_flag("--add-special", f->add_special, "add the post-processor's special tokens (e.g. BOS)");
   sub->add_flag("--decode", f->decode, "decode: stdin JSON array of id arrays -> stdout JSON array of strings");
   sub->add_flag("--skip-special", f->skip_special, "with --decode: drop special tokens");

@@ -28,6 +28,10 @@ void add_model_flags(CLI::App* sub, ModelFlags& f, bool required) {
     return resolve_model_arg(s);
   });
   if (required) m->required();
+  add_load_flags(sub, f);
+}
+
+void add_load_flags(CLI::App* sub, ModelFlags& f) {
   sub->add_option("--device", f.device, "cpu or cuda")->capture_default_str();
   sub->add_option("--dtype", f.dtype, "auto, float32 or bfloat16")->capture_default_str();
   sub->add_option("--kv", f.kv, "KV cache: contiguous, paged (the block pool read in place), paged-gather, kv8 or kv4")->capture_default_str();

@@ -22,6 +22,7 @@ void register_fit(CLI::App& app);
 void register_tokenize(CLI::App& app);
 void register_chat_template(CLI::App& app);
 void register_serve(CLI::App& app);
+void register_run(CLI::App& app);
 void register_quantize(CLI::App& app);
 void register_gguf_export(CLI::App& app);
 void register_get(CLI::App& app);
@@ -40,5 +41,7 @@ struct ModelFlags {
   int tensor_parallel = 1;
 };
 void add_model_flags(CLI::App* sub, ModelFlags& f, bool model_required = true);
+// The flags of add_model_flags but --model: device, dtype, kv, threads, tensor parallelism.
+void add_load_flags(CLI::App* sub, ModelFlags& f);
 
 }  // namespace ingot::cli

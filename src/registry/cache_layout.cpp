@@ -99,6 +99,26 @@ std::optional<std::string> repo_id_from_folder(const std::string& folder) {
   return id;
 }
 
+std::optional<std::string> repo_id_of_snapshot_path(const fs::path& path) {
+  // Lexical only: the path as given, whether or not its links resolve.
+  std::vector<std::string> parts;
+  for (const auto& part : path.lexically_normal()) parts.push_back(part.string());
+  for (size_t i = 0; i + 2 < parts.size(); ++i)
+    if (parts[i + 1] == "snapshots" && is_commit_hash(parts[i + 2]))
+      if (auto id = repo_id_from_folder(parts[i])) return id;
+  return std::nullopt;
+}
+
+std::string model_name_for_path(const fs::path& path) {
+  if (auto id = repo_id_of_snapshot_path(path)) return *id;
+  fs::path p = path.lexically_normal();
+  if (p.filename().empty()) p = p.parent_path();  // "dir/" names the folder
+  std::string name = p.filename().string();
+  if (name.empty() || name == "." || name == "..") name = fs::absolute(path).lexically_normal().filename().string();
+  if (is_gguf_file(name)) name.resize(name.size() - 5);
+  return name.empty() ? "model" : name;
+}
+
 RepoPaths repo_paths(const fs::path& cache_dir, const std::string& repo_id) {
   return RepoPaths{cache_dir / repo_folder_name(repo_id)};
 }

@@ -29,6 +29,12 @@ RepoRef parse_repo_ref_or_fail(const std::string& text);
 // "ORG/NAME" -> "models--ORG--NAME" and back (nullopt for other folder names).
 std::string repo_folder_name(const std::string& repo_id);
 std::optional<std::string> repo_id_from_folder(const std::string& folder);
+// The repo id of a path inside a hub cache snapshot
+// (.../models--ORG--NAME/snapshots/<commit>[/file]); nullopt for any other path.
+std::optional<std::string> repo_id_of_snapshot_path(const fs::path& path);
+// The name a model at `path` goes by (the served model id): its repo id inside
+// the hub cache, else the file name without ".gguf", or the folder name.
+std::string model_name_for_path(const fs::path& path);
 
 struct RepoPaths {
   fs::path root;

@@ -5,7 +5,9 @@
 
 #include "server/api_error.h"
 #include "server/json_fields.h"
+#include "server/speech_worker.h"
 #include "util/error.h"
+#include "util/log.h"
 
 namespace ingot::server {
 
@@ -158,9 +160,14 @@ void Service::check_model(const json& body) const {
   if (!model || model->empty() || *model == opt_.model_id || *model == "default") return;
   for (const auto& a : opt_.model_aliases)
     if (*model == a) return;
-  if (true)
+  // The other model this server holds is the speech model: never a text model.
+  const bool names_speech_model = speech_ && speech_->serves(*model);
+  if (opt_.strict_model_name || names_speech_model)
     throw ApiError(404, "model '" + *model + "' is not served here; this server serves '" + opt_.model_id + "'",
                    "model", "model_not_found");
+  if (!other_name_logged_.exchange(true))
+    log::debug("a request names model '", *model, "'; serving it with '", opt_.model_id,
+               "' (--strict-model-name refuses other names)");
 }
 
 engine::Request Service::base_request(const json& body, std::vector<int32_t> prompt, const char* max_key) const {

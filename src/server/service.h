@@ -2,6 +2,7 @@
 // serving defaults, metrics and the Responses store. Turns request fields
 // into engine requests and chat messages into prompt ids.
 #pragma once
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <deque>
@@ -23,6 +24,10 @@ using json = nlohmann::ordered_json;
 struct ServeOptions {
   std::string model_id = "default";
   std::vector<std::string> model_aliases;  // other names a request may use (the path as given)
+  // false: any `model` a request names means the served model, as llama-server
+  // does (clients send their own names, e.g. Anthropic ones); true: only
+  // model_id, its aliases and "default" are accepted, anything else is a 404.
+  bool strict_model_name = false;
   std::string host = "127.0.0.1";
   int port = 8080;
   std::string api_key;  // empty: no auth
@@ -86,7 +91,9 @@ class Service {
   std::vector<int32_t> encode(const std::string& text, bool add_special) const;
   // 400 "context_length_exceeded" when the prompt leaves no room to generate.
   void check_prompt_length(size_t prompt_tokens, const char* param) const;
-  // 400 unless `model` is absent or names the served model.
+  // 404 model_not_found when `model` names a model this server does not
+  // serve: the speech model on a text route, or, with strict_model_name,
+  // anything but the served model's names.
   void check_model(const json& body) const;
 
   // Sampling / stop fields shared by the OpenAI routes (temperature, top_p,
@@ -103,6 +110,7 @@ class Service {
   Metrics metrics_;
   ResponseStore responses_;
   SpeechWorker* speech_ = nullptr;
+  mutable std::atomic<bool> other_name_logged_{false};
 };
 
 std::string random_id(const std::string& prefix);

@@ -57,30 +57,40 @@ void read_templates(const nlohmann::ordered_json& value, const std::string& file
   }
 }
 
+// tokenizer_config.json's templates and special tokens (`where` names it in errors).
+void read_tokenizer_config(const nlohmann::ordered_json& j, const std::string& where, ChatTemplateFiles& out) {
+  if (!j.is_object()) fail(ErrorKind::BadFormat, where, ": expected a JSON object");
+  if (j.contains("chat_template")) read_templates(j["chat_template"], where, out);
+  for (const char* key : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token",
+                          "mask_token"}) {
+    std::string tok;
+    if (j.contains(key) && token_string(j[key], tok)) out.special_tokens[key] = tok;
+  }
+  if (j.contains("additional_special_tokens") && j["additional_special_tokens"].is_array()) {
+    nlohmann::ordered_json list = nlohmann::ordered_json::array();
+    for (const auto& v : j["additional_special_tokens"]) {
+      std::string tok;
+      if (token_string(v, tok)) list.push_back(tok);
+    }
+    out.special_tokens["additional_special_tokens"] = list;
+  }
+}
+
 }  // namespace
+
+ChatTemplateFiles chat_template_files_from_config(const std::string& tokenizer_config_json, const std::string& where) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(tokenizer_config_json, nullptr, false);
+  if (j.is_discarded()) fail(ErrorKind::BadFormat, where, ": not valid JSON");
+  ChatTemplateFiles out;
+  read_tokenizer_config(j, where, out);
+  return out;
+}
 
 ChatTemplateFiles load_chat_template_files(const std::string& dir) {
   if (!fs::is_directory(dir)) fail(ErrorKind::NotFound, "model directory not found: ", dir);
   ChatTemplateFiles out;
   fs::path config = fs::path(dir) / "tokenizer_config.json";
-  if (fs::exists(config)) {
-    nlohmann::ordered_json j = read_json(config);
-    if (!j.is_object()) fail(ErrorKind::BadFormat, config.string(), ": expected a JSON object");
-    if (j.contains("chat_template")) read_templates(j["chat_template"], config.string(), out);
-    for (const char* key : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token",
-                            "mask_token"}) {
-      std::string tok;
-      if (j.contains(key) && token_string(j[key], tok)) out.special_tokens[key] = tok;
-    }
-    if (j.contains("additional_special_tokens") && j["additional_special_tokens"].is_array()) {
-      nlohmann::ordered_json list = nlohmann::ordered_json::array();
-      for (const auto& v : j["additional_special_tokens"]) {
-        std::string tok;
-        if (token_string(v, tok)) list.push_back(tok);
-      }
-      out.special_tokens["additional_special_tokens"] = list;
-    }
-  }
+  if (fs::exists(config)) read_tokenizer_config(read_json(config), config.string(), out);
   fs::path jinja = fs::path(dir) / "chat_template.jinja";
   fs::path json = fs::path(dir) / "chat_template.json";
   if (fs::exists(jinja)) {

@@ -21,6 +21,9 @@ struct ChatTemplateFiles {
 // Throws Error(NotFound) when `dir` is missing, Error(BadFormat) naming the
 // file for malformed JSON.
 ChatTemplateFiles load_chat_template_files(const std::string& dir);
+// The same from tokenizer_config.json text alone (a GGUF file's metadata
+// rewritten as that file); `where` names the source in errors.
+ChatTemplateFiles chat_template_files_from_config(const std::string& tokenizer_config_json, const std::string& where);
 
 // The template transformers would pick: `name` if given, else "tool_use"
 // when tools are passed and the model has one, else "default". Throws

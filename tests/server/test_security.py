@@ -103,10 +103,19 @@ def test_header_limits(server):
     assert requests.get(server.url + "/health", timeout=5).status_code == 200
 
 
-def test_path_like_fields_are_refused(server):
-    for name in ["../../../../etc/passwd", "/etc/passwd", "../" + "x", "default/../../etc"]:
+def test_path_like_fields_are_refused(server, ingot_bin, tiny_model):
+    # By default any model name means the served model: a path-like one is a name like any other, never opened.
+    for name in ["../../../../etc/passwd", "/etc/passwd"]:
         r = requests.post(server.url + "/v1/chat/completions", json=dict(CHAT, model=name), timeout=30)
-        assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found", (name, r.text)
+        assert r.status_code == 200 and r.json()["model"] == tiny_model.name and "root:" not in r.text, (name, r.text)
+    strict = Server(ingot_bin, tiny_model, "--strict-model-name")
+    try:
+        for name in ["../../../../etc/passwd", "/etc/passwd", "../" + "x", "default/../../etc"]:
+            r = requests.post(strict.url + "/v1/chat/completions", json=dict(CHAT, model=name), timeout=30)
+            assert r.status_code == 404 and r.json()["error"]["code"] == "model_not_found", (name, r.text)
+    finally:
+        strict.stop()
+    for name in ["../../../../etc/passwd", "/etc/passwd", "../" + "x", "default/../../etc"]:
         r = requests.post(server.url + "/v1/responses", json={"input": "x", "previous_response_id": name}, timeout=30)
         assert r.status_code == 404, (name, r.text)
     for path in ["/v1/models/..%2F..%2Fetc%2Fpasswd", "/v1/models/../../etc/passwd", "/../../etc/passwd"]:

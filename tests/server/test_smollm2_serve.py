@@ -4,6 +4,7 @@ template come from the GGUF metadata, driven with the openai SDK."""
 import importlib.util
 import pathlib
 
+import anthropic
 import openai
 import pytest
 
@@ -27,7 +28,7 @@ def smol(ingot_bin):
 
 def test_real_model_chat(smol):
     client = openai.OpenAI(base_url=smol.url + "/v1", api_key="none")
-    assert client.models.list().data[0].id.endswith("SmolLM2-135M-Instruct.Q4_1.gguf")
+    assert client.models.list().data[0].id == "SmolLM2-135M-Instruct.Q4_1"  # the file name, not its path
     r = client.chat.completions.create(model="SmolLM2-135M-Instruct.Q4_1", temperature=0, max_tokens=12,
                                        messages=[{"role": "user", "content": "Say hello."}])
     c = r.choices[0]
@@ -41,3 +42,15 @@ def test_real_model_chat(smol):
     stream = client.chat.completions.create(model="SmolLM2-135M-Instruct.Q4_1", temperature=0, max_tokens=12, stream=True,
                                             messages=[{"role": "user", "content": "Say hello."}])
     assert "".join(ch.choices[0].delta.content or "" for ch in stream if ch.choices) == c.message.content
+
+
+def test_anthropic_sdk_with_a_claude_model_name(smol):
+    """What Claude Code and other Anthropic clients send: their own model name, answered by the served model."""
+    client = anthropic.Anthropic(base_url=smol.url, api_key="none")
+    r = client.messages.create(model="claude-sonnet-4-5", max_tokens=12,
+                               messages=[{"role": "user", "content": "Say hello."}])
+    assert r.model == "SmolLM2-135M-Instruct.Q4_1"
+    assert r.stop_reason in ("end_turn", "max_tokens") and r.content[0].text.strip() != ""
+    with client.messages.stream(model="claude-3-5-haiku-latest", max_tokens=12,
+                                messages=[{"role": "user", "content": "Say hello."}]) as stream:
+        assert "".join(stream.text_stream) == r.content[0].text

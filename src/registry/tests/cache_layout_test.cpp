@@ -17,6 +17,26 @@ TEST(CacheLayout, RepoFolderRoundTrip) {
   EXPECT_EQ(repo_id_from_folder("models--nohalf"), std::nullopt);
 }
 
+TEST(CacheLayout, ModelNameForPath) {
+  const std::string commit(40, 'a');
+  const std::string snap = "/h/hub/models--HuggingFaceTB--SmolLM2-135M-Instruct/snapshots/" + commit;
+  EXPECT_EQ(repo_id_of_snapshot_path(snap), "HuggingFaceTB/SmolLM2-135M-Instruct");
+  EXPECT_EQ(model_name_for_path(snap), "HuggingFaceTB/SmolLM2-135M-Instruct");
+  EXPECT_EQ(model_name_for_path(snap + "/"), "HuggingFaceTB/SmolLM2-135M-Instruct");
+  EXPECT_EQ(model_name_for_path("/h/hub/models--org--x-GGUF/snapshots/" + commit + "/sub/x.Q4_0.gguf"), "org/x-GGUF");
+  // Outside a snapshot: the file name without .gguf, or the folder name (dots kept).
+  EXPECT_EQ(model_name_for_path("/m/SmolLM2-135M-Instruct.Q4_1.gguf"), "SmolLM2-135M-Instruct.Q4_1");
+  EXPECT_EQ(model_name_for_path("/m/Qwen3-0.6B"), "Qwen3-0.6B");
+  EXPECT_EQ(model_name_for_path("/m/Qwen3-0.6B/"), "Qwen3-0.6B");
+  EXPECT_EQ(model_name_for_path("rel/dir/../llama"), "llama");
+  EXPECT_EQ(model_name_for_path("x.gguf"), "x");
+  // Shapes that only look like the cache: no commit id, or not a models-- folder.
+  EXPECT_EQ(repo_id_of_snapshot_path("/h/models--org--x/snapshots/main/m.gguf"), std::nullopt);
+  EXPECT_EQ(model_name_for_path("/h/models--org--x/snapshots/main/m.gguf"), "m");
+  EXPECT_EQ(repo_id_of_snapshot_path("/h/datasets--org--x/snapshots/" + commit), std::nullopt);
+  EXPECT_EQ(model_name_for_path("/"), "model");
+}
+
 TEST(CacheLayout, Paths) {
   RepoPaths p = repo_paths("/c", "org/name");
   EXPECT_EQ(p.blob("abc").string(), "/c/models--org--name/blobs/abc");

@@ -3,6 +3,7 @@
 
 #include "server/http_app.h"
 #include "server/service.h"
+#include "server/speech_worker.h"
 #include "server/tests/fakes.h"
 
 namespace ingot::server {
@@ -272,8 +273,49 @@ TEST_F(RoutesTest, ValidationErrors) {
   expect_openai_error(post("/v1/chat/completions",
                            {{"messages", json::array({{{"role", "user"}, {"content", json::array({{{"type", "image_url"}}})}}})}}),
                       400);
-  expect_openai_error(post("/v1/chat/completions", {{"model", "gpt-4"}, {"messages", user_msg}}), 404, "model");
   EXPECT_EQ(engine.st->submitted.load(), 0);
+}
+
+TEST_F(RoutesTest, AnyModelNameMeansTheServedModel) {
+  // Clients send their own names (Anthropic SDKs a Claude model, OpenAI ones gpt-*): one served model answers all.
+  for (const char* name : {"gpt-4", "claude-sonnet-4-5", "/etc/passwd"}) {
+    HttpResponse r = post("/v1/chat/completions", {{"model", name}, {"messages", user_msg}});
+    ASSERT_EQ(r.status, 200) << name << ": " << r.body;
+    EXPECT_EQ(body_of(r)["model"], "test-model") << "the reply names the model that answered";
+  }
+  HttpResponse a = post("/v1/messages", {{"model", "claude-sonnet-4-5"}, {"max_tokens", 5}, {"messages", user_msg}});
+  ASSERT_EQ(a.status, 200) << a.body;
+  EXPECT_EQ(body_of(a)["model"], "test-model");
+  EXPECT_EQ(post("/v1/completions", {{"model", "gpt-3.5-turbo-instruct"}, {"prompt", "Hi"}, {"max_tokens", 2}}).status,
+            200);
+  EXPECT_EQ(post("/v1/messages/count_tokens", {{"model", "claude-3-haiku"}, {"messages", user_msg}}).status, 200);
+  EXPECT_EQ(engine.st->submitted.load(), 5);
+  // A lookup by id is not a request to generate: only the served id is listed.
+  expect_openai_error(call("GET", "/v1/models/gpt-4"), 404);
+}
+
+TEST_F(RoutesTest, TheSpeechModelIsNotATextModel) {
+  SpeechWorker whisper([](const SpeechJob&) { return speech::Transcript{}; }, "whisper-tiny", {"/m/whisper-tiny"}, 1);
+  svc->set_speech(&whisper);
+  for (const char* name : {"whisper-tiny", "/m/whisper-tiny"})
+    expect_openai_error(post("/v1/chat/completions", {{"model", name}, {"messages", user_msg}}), 404, "model");
+  EXPECT_EQ(post("/v1/chat/completions", {{"model", "gpt-4"}, {"messages", user_msg}}).status, 200);
+  svc->set_speech(nullptr);
+}
+
+TEST_F(RoutesTest, StrictModelNameRefusesOtherNames) {
+  ServeOptions o;
+  o.strict_model_name = true;
+  o.model_aliases = {"/models/test-model.gguf", "test-model.gguf"};
+  make(o);
+  expect_openai_error(post("/v1/chat/completions", {{"model", "gpt-4"}, {"messages", user_msg}}), 404, "model");
+  HttpResponse a = post("/v1/messages", {{"model", "claude-sonnet-4-5"}, {"max_tokens", 5}, {"messages", user_msg}});
+  EXPECT_EQ(a.status, 404) << a.body;
+  EXPECT_EQ(body_of(a)["type"], "error");
+  EXPECT_EQ(engine.st->submitted.load(), 0);
+  for (const char* name : {"test-model", "default", "/models/test-model.gguf", "test-model.gguf"})
+    EXPECT_EQ(post("/v1/chat/completions", {{"model", name}, {"messages", user_msg}}).status, 200) << name;
+  EXPECT_EQ(post("/v1/chat/completions", {{"messages", user_msg}}).status, 200) << "no model field";
 }
 
 TEST_F(RoutesTest, TooLongPromptIs400) {

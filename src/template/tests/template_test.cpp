@@ -9,6 +9,7 @@
 #include "template/ast.h"
 #include "template/chat_template.h"
 #include "template/interpreter.h"
+#include "template/loader.h"
 #include "util/error.h"
 
 namespace ingot {
@@ -211,6 +212,31 @@ TEST(Template, StrftimeNowFormatsTheCurrentDate) {
   std::string year = render("{{ strftime_now('%Y') }}", "{}");
   ASSERT_EQ(year.size(), 4u);
   EXPECT_GE(std::stoi(year), 2024);
+}
+
+TEST(TemplateLoader, FromTokenizerConfigText) {
+  // What a GGUF file's metadata becomes: one config text, no directory.
+  ChatTemplateFiles f = chat_template_files_from_config(
+      R"({"chat_template": "{{ bos_token }}{{ messages[0]['content'] }}", "bos_token": "<s>",
+          "eos_token": {"content": "</s>"}, "pad_token": null})",
+      "m.gguf");
+  EXPECT_EQ(f.default_template, "{{ bos_token }}{{ messages[0]['content'] }}");
+  EXPECT_EQ(f.special_tokens["bos_token"], "<s>");
+  EXPECT_EQ(f.special_tokens["eos_token"], "</s>");
+  EXPECT_FALSE(f.special_tokens.contains("pad_token"));
+  nlohmann::ordered_json req = {{"messages", {{{"role", "user"}, {"content", "hi"}}}}};
+  EXPECT_EQ(ChatTemplate::compile(select_chat_template(f, "", false, "m.gguf"))->render(chat_template_context(f, req)),
+            "<s>hi");
+  EXPECT_TRUE(chat_template_files_from_config("{}", "m.gguf").default_template.empty());
+  try {
+    chat_template_files_from_config("{not json", "m.gguf");
+    FAIL() << "expected BadFormat";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::BadFormat);
+    EXPECT_NE(std::string(e.what()).find("m.gguf"), std::string::npos);
+  }
+  EXPECT_THROW(chat_template_files_from_config("[1]", "m.gguf"), Error);
+  EXPECT_THROW(chat_template_files_from_config(R"({"chat_template": 5})", "m.gguf"), Error);
 }
 
 }  // namespace

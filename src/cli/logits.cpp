@@ -65,6 +65,7 @@ void register_logits(CLI::App& app) {
   auto f = std::make_shared<LogitsFlags>();
   CLI::App* sub = add_verb(app, "logits", "prompt and greedy-step logits to a safetensors file",
                            [f] { return run_logits(*f); });
+  f->model.device = "cpu";  // the parity contract (PARITY.md): the CPU unless --device says otherwise
   add_model_flags(sub, f->model);
   sub->add_option("--prompt-ids", f->prompt_ids, "comma-separated token ids")->required();
   sub->add_option("--steps", f->steps, "greedy tokens to generate")->required();

@@ -10,6 +10,14 @@ namespace ingot::cli {
 // A path as is; a cached repo id or a unique part of a local model name -> its path.
 std::string resolve_model_arg(const std::string& arg);
 
+// The device --device names; for "auto" (the default) CUDA when a usable GPU
+// is present and the weights fit in it, else the CPU. `why` says which rule
+// chose it, for start-up lines.
+struct DeviceChoice {
+  Device device = Device::CPU;
+  std::string why;
+};
+DeviceChoice resolve_device(const ModelFlags& f);
 LoadOptions load_options(const ModelFlags& f);
 std::unique_ptr<Model> load_model_from_flags(const ModelFlags& f);
 CacheOptions cache_options(const ModelFlags& f);

@@ -10,6 +10,7 @@
 #include "cli/chat_session.h"
 #include "cli/line_reader.h"
 #include "cli/model_fetch.h"
+#include "cli/model_setup.h"
 #include "cli/text_model.h"
 #include "cli/verbs.h"
 #include "registry/cache_layout.h"
@@ -192,7 +193,9 @@ int run_chat(RunFlags& f) {
   const std::string name = registry::model_name_for_path(tm.path);
   if (interactive) {
     Interrupts::install();
-    note(name + ": " + session.describe_settings() + "; context " + std::to_string(tm.context_length) + " tokens");
+    const DeviceChoice dev = resolve_device(f.model);
+    note(name + ": " + session.describe_settings() + "; context " + std::to_string(tm.context_length) + " tokens; " +
+         device_name(dev.device) + " (" + dev.why + ")");
     note("/help for commands, Ctrl-C stops an answer, Ctrl-D or /bye exits");
   }
   auto reader = make_line_reader(interactive);

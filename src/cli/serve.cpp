@@ -162,13 +162,15 @@ int run_serve(const ServeFlags& f) {
     std::fflush(stdout);
     std::_Exit(0);
   }).detach();
+  const DeviceChoice dev = resolve_device(f.model);
+  const std::string on = std::string(" on ") + device_name(dev.device) + " (" + dev.why + ")";
   bool bound = server::serve_http(router, svc, [&](int port) {
     if (speech_only)
-      std::printf("ingot: serving %s at http://%s:%d (OpenAI /v1/audio/transcriptions)\n", so.model_id.c_str(),
-                  f.host.c_str(), port);
+      std::printf("ingot: serving %s at http://%s:%d (OpenAI /v1/audio/transcriptions)%s\n", so.model_id.c_str(),
+                  f.host.c_str(), port, on.c_str());
     else
-      std::printf("ingot: serving %s at http://%s:%d (OpenAI /v1/chat/completions, Anthropic /v1/messages)%s\n",
-                  so.model_id.c_str(), f.host.c_str(), port, speech ? " and /v1/audio/transcriptions" : "");
+      std::printf("ingot: serving %s at http://%s:%d (OpenAI /v1/chat/completions, Anthropic /v1/messages)%s%s\n",
+                  so.model_id.c_str(), f.host.c_str(), port, speech ? " and /v1/audio/transcriptions" : "", on.c_str());
     std::fflush(stdout);
   }, g_stop);
   eng.shutdown();

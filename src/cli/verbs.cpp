@@ -32,7 +32,8 @@ void add_model_flags(CLI::App* sub, ModelFlags& f, bool required) {
 }
 
 void add_load_flags(CLI::App* sub, ModelFlags& f) {
-  sub->add_option("--device", f.device, "cpu or cuda")->capture_default_str();
+  sub->add_option("--device", f.device, "auto (CUDA when a usable GPU is there and the model fits), cpu or cuda")
+      ->capture_default_str();
   sub->add_option("--dtype", f.dtype, "auto, float32 or bfloat16")->capture_default_str();
   sub->add_option("--kv", f.kv, "KV cache: contiguous, paged (the block pool read in place), paged-gather, kv8 or kv4")->capture_default_str();
   sub->add_option("--threads", f.threads, "CPU threads (0: all cores)");

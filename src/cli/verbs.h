@@ -34,7 +34,7 @@ void register_gc(CLI::App& app);
 struct ModelFlags {
   std::string model;      // a path once parsed (repo ids and name parts are resolved)
   std::string requested;  // --model as typed
-  std::string device = "cpu";
+  std::string device = "auto";
   std::string dtype = "auto";
   std::string kv = "contiguous";
   int threads = 0;

@@ -74,6 +74,11 @@ float round_to_dtype(float v, DType t) {
   return v;
 }
 
+DType kv_dtype_for(const Weight& embed) {
+  const bool f32 = !embed.is_affine() && !is_quantized(embed.dtype()) && embed.dtype() == DType::F32;
+  return f32 ? DType::F32 : DType::BF16;
+}
+
 Tensor dense_mlp(GluOp act, const Tensor& h, const Weight& gate, const Weight& up, const Weight& down,
                  const ActRound& r) {
   return r(ops::linear(r(ops::glu(act, r(ops::linear(h, gate)), r(ops::linear(h, up)))), down));

@@ -54,6 +54,12 @@ GluOp glu_for_activation(const std::string& act, const std::string& model_type);
 // tensor of that dtype (Gemma's sqrt(hidden) embedding scale).
 float round_to_dtype(float v, DType t);
 
+// The dtype a model keeps its K/V in, from its embedding table: float32 for
+// float32 checkpoints (the parity contract's 1e-5), else bf16 (16-bit and
+// quantized checkpoints: half the bytes a long-context decode step reads,
+// as llama.cpp keeps f16).
+DType kv_dtype_for(const Weight& embed);
+
 // down(act(gate(h)) * up(h)) with the reference's roundings.
 Tensor dense_mlp(GluOp act, const Tensor& h, const Weight& gate, const Weight& up, const Weight& down,
                  const ActRound& r = {});

@@ -97,8 +97,7 @@ DecoderModel::DecoderModel(const ModelConfig& cfg, const WeightSource& src, cons
   }
   weight_bytes_ += embedding_bytes(embed_, lm_head_);
   rope_ = make_rope_spec(cfg_.rope_for("full_attention"), static_cast<int>(D), opt_.interleaved_rope);
-  DType wdt = embed_.is_affine() || is_quantized(embed_.dtype()) ? DType::F32 : embed_.dtype();
-  kv_dtype_ = wdt == DType::F32 ? DType::F32 : DType::BF16;
+  kv_dtype_ = family::kv_dtype_for(embed_);
 }
 
 std::vector<kv::LayerSpec> DecoderModel::cache_layout() const {

@@ -42,7 +42,7 @@ class GemmaModel final : public Model {
     expect_len(final_norm_, hid, "model.norm.weight");
     DType wdt = embed_.is_affine() || is_quantized(embed_.dtype()) ? DType::F32 : embed_.dtype();
     embed_scale_ = family::round_to_dtype(std::sqrt(static_cast<float>(hid)), wdt);
-    kv_dtype_ = wdt == DType::F32 ? DType::F32 : DType::BF16;
+    kv_dtype_ = family::kv_dtype_for(embed_);
     // Gemma 3 rounds activations like the bf16 reference; Gemma 2 measured
     // closer to it with float32 activations (docs/models.md).
     rnd_.dtype = gemma3_ ? family::reference_dtype(wdt) : DType::F32;

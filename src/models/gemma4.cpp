@@ -50,7 +50,7 @@ class Gemma4Model final : public Model {
     final_norm_ = src.vector("model.norm.weight");
     expect_len(final_norm_, hid, "model.norm.weight");
     const DType wdt = embed_.is_affine() || is_quantized(embed_.dtype()) ? DType::F32 : embed_.dtype();
-    kv_dtype_ = wdt == DType::F32 ? DType::F32 : DType::BF16;
+    kv_dtype_ = family::kv_dtype_for(embed_);
     // Gemma 4 measured closer to the bf16 reference with float32 activations
     // (docs/models.md), so the rounding points stay inactive.
     rnd_.dtype = DType::F32;

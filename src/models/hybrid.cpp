@@ -46,7 +46,7 @@ class HybridModel final : public Model {
     final_norm_ = src.vector("model.norm.weight");
     expect_len(final_norm_, hid, "model.norm.weight");
     const DType wdt = embed_.is_affine() || is_quantized(embed_.dtype()) ? DType::F32 : embed_.dtype();
-    kv_dtype_ = wdt == DType::F32 ? DType::F32 : DType::BF16;
+    kv_dtype_ = family::kv_dtype_for(embed_);
     rnd_.dtype = family::reference_dtype(wdt);
     rope_ = make_rope_spec(cfg_.rope_for("full_attention"), static_cast<int>(D));
 

@@ -41,8 +41,7 @@ class Qwen3MoeModel final : public Model {
     expect_shape(lm_head_, cfg_.vocab_size, hid, "lm_head.weight");
     final_norm_ = src.vector("model.norm.weight");
     expect_len(final_norm_, hid, "model.norm.weight");
-    const DType wdt = embed_.is_affine() || is_quantized(embed_.dtype()) ? DType::F32 : embed_.dtype();
-    kv_dtype_ = wdt == DType::F32 ? DType::F32 : DType::BF16;
+    kv_dtype_ = family::kv_dtype_for(embed_);
     // Qwen3-MoE measured closer to the bf16 reference with float32 activations
     // (docs/models.md), so the rounding points stay inactive.
     rnd_.dtype = DType::F32;

@@ -112,9 +112,9 @@ int run_bench_serve(const BenchServeFlags& f) {
   // A fresh seed per run unless asked: a rerun's prompts would otherwise hit
   // the server's prefix cache and flatter its TTFT.
   const uint64_t seed = f.seed_given ? f.seed : std::random_device{}();
+  probe(target, spec, seed);
   std::fprintf(stderr, "bench serve: %s, model %s, seed %llu\n", target.url.c_str(), target.model.c_str(),
                static_cast<unsigned long long>(seed));
-  probe(target, spec, seed);
 
   std::vector<loadgen::LevelReport> reports;
   for (size_t k = 0; k < levels.size(); ++k) {
@@ -162,6 +162,8 @@ void register_bench_serve(CLI::App& bench) {
   auto f = std::make_shared<BenchServeFlags>();
   CLI::App* sub = add_verb(bench, "serve", "measure an OpenAI-compatible server over HTTP (TTFT, TPOT, ITL, tok/s)",
                            [f] { return run_bench_serve(*f); });
+  sub->footer("Exit status: 0 when every request completed; 3 when some failed (the report is still written); "
+              "1 when the run could not start. See docs/benchmarking.md.");
   sub->add_option("--url", f->url, "the server's base URL, e.g. http://127.0.0.1:8080")->required();
   sub->add_option("--model", f->model, "model name sent with each request (default: the server's first /v1/models)");
   sub->add_option("--api-key", f->api_key, "sent as 'Authorization: Bearer KEY'");

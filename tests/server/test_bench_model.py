@@ -43,4 +43,5 @@ def test_bad_flags(ingot_bin, tiny_model):
                           ([m, "--depth", "x"], "--depth"),
                           ([m, "-p", "600", "-n", "0", "--ctx", "512"], "needs 601 tokens of context")]:
         r = bench_model(ingot_bin, *args)
-        assert r.returncode == 1 and message in r.stderr, (args, r.stderr)
+        lines = [line for line in r.stderr.splitlines() if line.strip()]
+        assert r.returncode == 1 and len(lines) == 1 and message in lines[0], (args, r.stderr)

@@ -108,24 +108,28 @@ def test_killed_server_ends_the_run_with_counted_failures(ingot_bin, tiny_model,
     assert f"concurrency 4: {lv['errors']} of {n} requests failed (connection {lv['errors']})" in stdout
 
 
+def assert_one_error_line(r, needle):
+    """The CLI's contract for bad input: exit 1 and one line on stderr that says why."""
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert r.returncode == 1 and len(lines) == 1 and needle in lines[0], (r.returncode, r.stderr)
+
+
 def test_unreachable_server_and_bad_flags(ingot_bin, server):
     from conftest import free_port
     r = bench(ingot_bin, "serve", "--url", f"http://127.0.0.1:{free_port()}", timeout=30)
-    assert r.returncode == 1 and "cannot reach" in r.stderr, r.stderr
+    assert_one_error_line(r, "cannot reach")
     r = bench(ingot_bin, "serve", "--url", f"http://127.0.0.1:{free_port()}", "--model", "m", timeout=30)
-    assert r.returncode == 1 and "did not complete a test request (connection)" in r.stderr, r.stderr
+    assert_one_error_line(r, "did not complete a test request (connection)")
     # The server answers, but not with what the run needs.
     r = bench(ingot_bin, "serve", "--url", server.url, "--model", "no-such-model", timeout=30)
-    assert r.returncode == 1 and "did not complete a test request (http)" in r.stderr, r.stderr
+    assert_one_error_line(r, "did not complete a test request (http): HTTP 404")
     r = bench(ingot_bin, "serve", "--url", server.url, "--vocab-range", "0:99999999", timeout=30)
-    assert r.returncode == 1 and "out of range" in r.stderr, r.stderr
+    assert_one_error_line(r, "out of range")
     for args, message in [(["--concurrency", "0"], "--concurrency"),
                           (["--concurrency", "1", "--request-rate", "2"], "not both"),
                           (["--max-concurrency", "2"], "--request-rate"), (["--output-len", "0"], "--output-len"),
                           (["--input-len", "0"], "a prompt needs a token"), (["--vocab-range", "9:3"], "--vocab-range"),
                           (["--request-rate", "0"], "--request-rate"), (["--extra-body", "[1]"], "--extra-body"),
                           (["--timeout", "0"], "--timeout")]:
-        r = bench(ingot_bin, "serve", "--url", server.url, *args, timeout=30)
-        assert r.returncode == 1 and message in r.stderr, (args, r.stderr)
-    r = bench(ingot_bin, "serve", "--url", "localhost:8080", timeout=30)
-    assert r.returncode == 1 and "--url must start with http://" in r.stderr
+        assert_one_error_line(bench(ingot_bin, "serve", "--url", server.url, *args, timeout=30), message)
+    assert_one_error_line(bench(ingot_bin, "serve", "--url", "localhost:8080", timeout=30), "--url must start with http://")

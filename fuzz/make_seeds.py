@@ -203,6 +203,28 @@ def multipart_seeds():
     seed("json-type", "application/json; boundary=x", b'{"file": "x"}')
 
 
+def completion_stream_seeds():
+    """Streamed /v1/completions bodies; the first byte picks the read size."""
+    def seed(name, piece, body):
+        put("completion_stream", name, bytes([piece]) + body)
+
+    def chunk(text, finish=None):
+        c = {"id": "cmpl-1", "object": "text_completion", "choices": [
+            {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}], "usage": None}
+        return b"data: " + json.dumps(c).encode() + b"\n\n"
+    usage = b'data: {"choices":[],"usage":{"prompt_tokens":8,"completion_tokens":3,"total_tokens":11}}\n\n'
+    done = b"data: [DONE]\n\n"
+    seed("complete", 0, chunk("a") + chunk(" b") + chunk("c", "length") + usage + done)
+    seed("crlf-keepalive", 4, b": ping\r\n\r\n" + chunk("x").replace(b"\n", b"\r\n") + chunk("", "stop") + done)
+    seed("no-usage", 1, chunk("\u00e9") + chunk("z", "stop"))
+    seed("unfinished", 2, chunk("a") + chunk("b"))
+    seed("error-event", 3, chunk("a") + b'data: {"error":{"message":"engine failed","code":500}}\n\n')
+    seed("malformed", 5, b"data: {\"choices\": [\n\n" + done)
+    seed("multiline-data", 6, b'data: {"choices":\ndata: [{"text":"q","finish_reason":"stop"}]}\n\n')
+    seed("negative-usage", 7, chunk("a", "stop") + b'data: {"choices":[],"usage":{"completion_tokens":-5}}\n\n')
+    seed("after-done", 8, chunk("a", "stop") + done + b"data: garbage\n\n")
+
+
 if __name__ == "__main__":
     safetensors_seeds()
     gguf_seeds()
@@ -211,3 +233,4 @@ if __name__ == "__main__":
     http_seeds()
     multipart_seeds()
     audio_seeds()
+    completion_stream_seeds()

@@ -31,9 +31,9 @@ configure() {  # dir, sanitizers, optimization, extra cmake args...
 # Unit-test binaries (ctest names are these without the test_ prefix).
 unit_tests=(test_tensor test_backend_cpu test_backend_cpu_models test_io test_audio test_quant test_kv test_kv_model
             test_models test_speech test_sampling test_engine test_tokenizer test_template test_server test_grammar
-            test_parallel test_registry test_cli_chat)
+            test_parallel test_registry test_cli_chat test_loadgen)
 tsan_tests=(test_engine test_server test_parallel)
-fuzzers=(safetensors gguf tokenizer_json chat_template http_routes multipart audio kv_snapshot)
+fuzzers=(safetensors gguf tokenizer_json chat_template http_routes multipart audio kv_snapshot completion_stream)
 
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"

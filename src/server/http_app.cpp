@@ -41,6 +41,8 @@ constexpr int kStreamSendBuffer = 64 << 10;
 // libmicrohttpd's per-connection memory (request head + read buffer): above
 // the header caps, so those are ours to answer with a JSON 431.
 constexpr size_t kConnectionMemory = kMaxHeaderBytes * 3;
+// The least memory request bodies may take at once (App::body_budget).
+constexpr size_t kMinBodyBudget = 256u << 20;
 
 bool peer_closed(int fd) {
   pollfd p{fd, static_cast<short>(POLLIN | POLLRDHUP), 0};
@@ -63,8 +65,9 @@ struct Exchange {
   int fd = -1;
   HttpRequest req;
   std::string allow_origin;  // CORS header value for this request ("" for none)
-  bool too_large = false;    // the body passed --max-body-mb
+  int refused = 0;           // 413 (body past --max-body-mb) or 503 (body budget spent): read on, then answer
   size_t discarded = 0;
+  size_t reserved = 0;  // of App::body_bytes
   enum class Phase { Reading, Handling, Answered } phase = Phase::Reading;
   // Filled by the worker before it resumes the connection.
   HttpResponse res;
@@ -73,12 +76,15 @@ struct Exchange {
   std::mutex mu;
   bool gone = false;  // the library is done with the connection (its socket may be closed)
   bool client_gone();
+  ~Exchange();
 };
 
 struct App {
   App(Router& r, Service& s, ConnectionLimits limits)
       : router(r), svc(s), opt(s.options()), table(limits),
-        pool(static_cast<size_t>(std::max(1, opt.http_threads))) {}
+        pool(static_cast<size_t>(std::max(1, opt.http_threads))),
+        body_budget(opt.body_budget_bytes ? opt.body_budget_bytes
+                                          : std::max<size_t>(kMinBodyBudget, 8 * opt.max_body_bytes)) {}
   Router& router;
   Service& svc;
   const ServeOptions& opt;
@@ -87,7 +93,28 @@ struct App {
   MHD_Daemon* daemon = nullptr;
   std::mutex submit_mu;  // orders "stopping" against handing work to the pool
   std::atomic<bool> stopping{false};
+  // Request bodies held at once, over all connections: each may hold
+  // --max-body-mb, and thousands of them would not fit in memory.
+  const size_t body_budget;
+  std::atomic<size_t> body_bytes{0};
 };
+
+Exchange::~Exchange() {
+  if (app) app->body_bytes -= reserved;
+}
+
+// Takes `n` more bytes of the body budget for `ex`; false when it is spent.
+bool reserve_body(Exchange& ex, size_t n) {
+  std::atomic<size_t>& used = ex.app->body_bytes;
+  size_t now = used.load();
+  do {
+    if (now + n > ex.app->body_budget) return false;
+  } while (!used.compare_exchange_weak(now, now + n));
+  ex.reserved += n;
+  return true;
+}
+
+const char* kBodyBudgetSpent = "the server holds too many request bodies at once; retry shortly";
 
 bool Exchange::client_gone() {
   std::lock_guard<std::mutex> lock(mu);
@@ -265,16 +292,21 @@ MHD_Result on_request(void* cls, MHD_Connection* conn, const char* url, const ch
     if (uri_bytes > kMaxUriBytes)
       return queue_error(*ex, 414, "request URI is longer than " + std::to_string(kMaxUriBytes) + " bytes");
     std::string length = ex->req.header("content-length");
-    if (!length.empty() && std::strtoull(length.c_str(), nullptr, 10) > app.opt.max_body_bytes)
-      return queue_error(*ex, 413, "request body is larger than the server's limit");
+    if (!length.empty()) {
+      unsigned long long n = std::strtoull(length.c_str(), nullptr, 10);
+      if (n > app.opt.max_body_bytes) return queue_error(*ex, 413, "request body is larger than the server's limit");
+      if (!reserve_body(*ex, static_cast<size_t>(n))) return queue_error(*ex, 503, kBodyBudgetSpent);
+    }
     return MHD_YES;
   }
   Exchange& ex = **holder;
   if (*upload_size > 0) {
-    if (!ex.too_large && ex.req.body.size() + *upload_size <= app.opt.max_body_bytes) {
+    size_t want = ex.req.body.size() + *upload_size;
+    if (!ex.refused && want > app.opt.max_body_bytes) ex.refused = 413;
+    if (!ex.refused && want > ex.reserved && !reserve_body(ex, want - ex.reserved)) ex.refused = 503;
+    if (!ex.refused) {
       ex.req.body.append(upload, *upload_size);
-    } else {  // a chunked body past the limit: read on (discarding) to answer 413, unless it goes on and on
-      ex.too_large = true;
+    } else {  // a chunked body refused mid-way: read on (discarding) to answer, unless it goes on and on
       ex.req.body.clear();
       ex.discarded += *upload_size;
       if (ex.discarded > app.opt.max_body_bytes) return MHD_NO;
@@ -284,7 +316,9 @@ MHD_Result on_request(void* cls, MHD_Connection* conn, const char* url, const ch
   }
   if (ex.phase == Exchange::Phase::Handling) return queue(ex, ex.res);  // resumed by the worker
   if (ex.phase == Exchange::Phase::Answered) return MHD_YES;
-  if (ex.too_large) return queue_error(ex, 413, "request body is larger than the server's limit");
+  if (ex.refused)
+    return queue_error(ex, ex.refused, ex.refused == 413 ? "request body is larger than the server's limit"
+                                                         : kBodyBudgetSpent);
   // Answered here, never waiting for a worker: liveness probes and preflights.
   if (ex.req.method == "OPTIONS") {
     HttpResponse r = preflight(app, ex.req);

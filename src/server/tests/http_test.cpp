@@ -185,6 +185,7 @@ class SlowClientTest : public HttpTest {
     o.keep_alive_timeout_s = 1;
     o.io_timeout_s = 1;
     o.context_length = 1 << 20;  // room for a stream far larger than every buffer on its way
+    o.body_budget_bytes = 6000;
   }
   // Reads until the server closes; false when it is still open after `limit`.
   static bool closed_within(int fd, std::chrono::milliseconds limit, std::string* got = nullptr) {
@@ -297,6 +298,21 @@ TEST_F(SlowClientTest, AStalledStreamReaderIsCancelled) {
   EXPECT_EQ(engine.st->active.load(), 0);
   EXPECT_TRUE(healthy());
   ::close(fd);
+}
+
+TEST_F(SlowClientTest, BodiesHeldAtOnceHaveABudget) {
+  int slow = connect_socket();  // promises 4000 bytes, sends 10 and waits: its 4000 are held
+  send_all(slow, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 4000\r\n\r\n{\"messages\"");
+  std::this_thread::sleep_for(50ms);
+  std::string body = R"({"messages":[{"role":"user","content":")" + std::string(3000, 'a') + "\"}]}";
+  std::string r = exchange(post("/v1/chat/completions", body));
+  EXPECT_NE(r.find("HTTP/1.1 503"), std::string::npos) << r;
+  EXPECT_NE(r.find("too many request bodies"), std::string::npos) << r;
+  EXPECT_NE(exchange(post("/v1/chat/completions", chat)).find("Hello world"), std::string::npos);  // small fits
+  ::close(slow);
+  std::this_thread::sleep_for(50ms);
+  r = exchange(post("/v1/chat/completions", body));
+  EXPECT_NE(r.find("HTTP/1.1 200"), std::string::npos) << r;
 }
 
 }  // namespace

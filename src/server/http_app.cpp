@@ -414,7 +414,7 @@ bool serve_http(Router& router, Service& svc, const std::function<void(int)>& on
           for (size_t i = 0; i < n; ++i) app.svc.metrics().count_http_event("header_timeout");
         }});
   } catch (const Error& e) {
-    log::error(e.what());
+    log::debug("HTTP: ", e.what());  // the caller reports the failed bind
     return false;
   }
   app.daemon = MHD_start_daemon(

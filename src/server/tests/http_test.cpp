@@ -148,6 +148,18 @@ TEST_F(HttpTest, DisconnectCancelsStreamAndNonStream) {
   EXPECT_TRUE(healthy());
 }
 
+TEST_F(HttpTest, APortInUseIsReportedNotServed) {
+  ServeOptions o;
+  o.port = port.load();
+  Service other(engine, tok, std::make_shared<testing::LineTemplate>(), o);
+  Router other_router(other);
+  std::atomic<bool> never{false};
+  bool ready = false;
+  EXPECT_FALSE(serve_http(other_router, other, [&](int) { ready = true; }, never));
+  EXPECT_FALSE(ready);
+  EXPECT_TRUE(healthy());
+}
+
 // Multipart bodies reach the route as raw bytes, for ingot's parser
 // (server/multipart.h) to answer. This server has no audio model: a
 // well-formed form reaches that check, a malformed one is refused by the

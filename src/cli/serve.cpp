@@ -98,6 +98,11 @@ int run_serve(const ServeFlags& f) {
   if (!f.draft_model.empty()) fail(ErrorKind::Unsupported, "--draft-model: speculative decoding is not supported yet");
   if (f.port < 0 || f.port > 65535) fail(ErrorKind::InvalidArgument, "--port must be in [0, 65535]");
   if (f.max_body_mb <= 0) fail(ErrorKind::InvalidArgument, "--max-body-mb must be > 0");
+  if (f.http_threads < 1) fail(ErrorKind::InvalidArgument, "--http-threads must be >= 1");
+  if (f.max_connections < 1 || f.max_connections_per_client < 1)
+    fail(ErrorKind::InvalidArgument, "--max-connections and --max-connections-per-client must be >= 1");
+  if (f.header_timeout < 1 || f.keep_alive_timeout < 1 || f.io_timeout < 1)
+    fail(ErrorKind::InvalidArgument, "--header-timeout, --keep-alive-timeout and --io-timeout must be >= 1 second");
   if (f.temp < 0 || f.top_p <= 0 || f.top_p > 1 || f.min_p < 0 || f.min_p > 1 || f.top_k < 0 || f.max_tokens < 1)
     fail(ErrorKind::InvalidArgument, "sampling defaults out of range (--temp >= 0, 0 < --top-p <= 1, 0 <= --min-p <= 1, "
                                      "--top-k >= 0, --max-tokens >= 1)");
@@ -186,11 +191,6 @@ int run_serve(const ServeFlags& f) {
   so.context_length = f.ctx > 0 ? f.ctx : model_ctx;
   if (so.context_length <= 0) so.context_length = 4096;
   so.http_threads = f.http_threads;
-  if (f.http_threads < 1) fail(ErrorKind::InvalidArgument, "--http-threads must be >= 1");
-  if (f.max_connections < 1 || f.max_connections_per_client < 1)
-    fail(ErrorKind::InvalidArgument, "--max-connections and --max-connections-per-client must be >= 1");
-  if (f.header_timeout < 1 || f.keep_alive_timeout < 1 || f.io_timeout < 1)
-    fail(ErrorKind::InvalidArgument, "--header-timeout, --keep-alive-timeout and --io-timeout must be >= 1 second");
   so.max_connections = static_cast<size_t>(f.max_connections);
   so.max_connections_per_client = static_cast<size_t>(f.max_connections_per_client);
   so.header_timeout_s = f.header_timeout;

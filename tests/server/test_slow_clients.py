@@ -6,6 +6,7 @@ cancelled, and the open-file limit is raised to fit the connection cap."""
 import json
 import resource
 import socket
+import subprocess
 import time
 
 import pytest
@@ -226,3 +227,12 @@ def test_a_hard_open_file_limit_lowers_the_connection_cap(ingot_bin, tiny_model)
                 c.close()
     finally:
         s.stop()
+
+
+@pytest.mark.parametrize("flag", ["--header-timeout", "--keep-alive-timeout", "--io-timeout", "--max-connections",
+                                  "--max-connections-per-client", "--http-threads"])
+def test_limits_below_one_are_refused_at_start(ingot_bin, tiny_model, flag):
+    r = subprocess.run([ingot_bin, "serve", "--model", str(tiny_model), "--port", "0", flag, "0"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+    assert flag in r.stderr + r.stdout

@@ -2,6 +2,7 @@
 // error, pool growth, and the rotating store for window layers.
 #include <gtest/gtest.h>
 
+#include "kv/batched_rows.h"
 #include "kv/contiguous.h"
 #include "kv/kinds.h"
 #include "kv/paged.h"
@@ -221,4 +222,42 @@ TEST(Kinds, WindowLayersGetARotatingStore) {
   auto seq = make_store({spec(2, 16, 0), spec(2, 16, 8)}, DType::F32, Device::CPU, StoreKind::Paged);
   EXPECT_NE(dynamic_cast<PagedLayerCache*>(&seq->layer(0)), nullptr);
   EXPECT_NE(dynamic_cast<RotatingLayerCache*>(&seq->layer(1)), nullptr);
+}
+
+// A decode step over many sequences of a pool (different lengths, shared
+// prefix blocks, every quantization) in one job equals each sequence's own
+// append + attend, bit for bit.
+TEST(PagedRows, OneJobEqualsEachSequenceAlone) {
+  for (KvQuant quant : {KvQuant::None, KvQuant::Q8, KvQuant::Q4}) {
+    std::mt19937 rng(21);
+    LayerSpec s = spec(2, 64);
+    PoolOptions o;
+    o.quant = quant;
+    o.path = AttendPath::Direct;
+    auto pool = Pool::create({s}, DType::BF16, Device::CPU, o);
+    std::vector<std::unique_ptr<SequenceCache>> batched, alone;
+    auto base = pool->new_sequence();
+    base->layer(0).append(random_tensor(rng, {40, 2, 64}), random_tensor(rng, {40, 2, 64}));
+    for (int64_t len : {1, 17, 300, 0, 600}) {
+      auto a = len == 0 ? base->clone() : pool->new_sequence();  // a fork shares base's blocks
+      if (len > 0) a->layer(0).append(random_tensor(rng, {len, 2, 64}), random_tensor(rng, {len, 2, 64}));
+      alone.push_back(a->clone());
+      batched.push_back(std::move(a));
+    }
+    const auto n = static_cast<int64_t>(batched.size());
+    Tensor q = random_tensor(rng, {n, 8, 64}), k = random_tensor(rng, {n, 2, 64}), v = random_tensor(rng, {n, 2, 64});
+    std::vector<LayerCache*> layers;
+    for (auto& c : batched) layers.push_back(&c->layer(0));
+    AttnParams p = params(0.125f);
+    Tensor pos = Tensor::zeros({n}, DType::I32);
+    Tensor got = append_attend_rows(layers, q, k, v, pos, nullptr, p);
+    ASSERT_TRUE(got.defined()) << "paged rows on the CPU take one job";
+    for (int64_t i = 0; i < n; ++i) {
+      LayerCache& l = alone[static_cast<size_t>(i)]->layer(0);
+      l.append(k.slice(0, i, i + 1), v.slice(0, i, i + 1));
+      Tensor want = l.attend(q.slice(0, i, i + 1).contiguous(), p);
+      EXPECT_TRUE(same_bytes(got.slice(0, i, i + 1).contiguous(), want)) << kv_quant_name(quant) << " row " << i;
+      EXPECT_EQ(batched[static_cast<size_t>(i)]->layer(0).length(), l.length());
+    }
+  }
 }

@@ -46,21 +46,17 @@ inline void attn_scores_block(const float* q, const float* k, int64_t ld, int64_
 // A full tile (16 rows) takes the branch-free form.
 template <class V>
 inline void attn_scores(const float* q, const float* k, int64_t ld, int64_t x0, int64_t n, int64_t d, float* s) {
+  constexpr int kRK = V::kReduce16 && V::W == kAttnTile ? 16 : V::kReduce8 ? 8 : 0;  // keys reduced together
   const int64_t x1 = x0 + n;
   const bool full = x0 == 0 && n == kAttnTile;
-  if constexpr (V::kReduce16 && V::W == kAttnTile) {
-    if (full)
-      attn_scores_block<V, 16, true>(q, k, ld, x0, x1, 0, d, s);
-    else
-      attn_scores_block<V, 16, false>(q, k, ld, x0, x1, 0, d, s);
-  } else if constexpr (V::kReduce8) {
-    for (int64_t xb = 0; xb < kAttnTile; xb += 8)
+  if constexpr (kRK > 0) {
+    for (int64_t xb = 0; xb < kAttnTile; xb += kRK)
       if (full) {
-        attn_scores_block<V, 8, true>(q, k, ld, x0, x1, xb, d, s);
-      } else if (xb < x1 && xb + 8 > x0) {
-        attn_scores_block<V, 8, false>(q, k, ld, x0, x1, xb, d, s);
+        attn_scores_block<V, kRK, true>(q, k, ld, x0, x1, xb, d, s);
+      } else if (xb < x1 && xb + kRK > x0) {
+        attn_scores_block<V, kRK, false>(q, k, ld, x0, x1, xb, d, s);
       } else {
-        for (int64_t x = xb; x < xb + 8; ++x) s[x] = 0.0f;
+        for (int64_t x = xb; x < xb + kRK; ++x) s[x] = 0.0f;
       }
   } else {
     for (int64_t x = 0; x < kAttnTile; ++x) s[x] = 0.0f;

@@ -80,23 +80,23 @@ TEST(Paged, GatherIsBitIdenticalToContiguous) {
 // with windows, soft-capping, GQA, chunked keys (> 256) and block sizes that
 // are not a multiple of the tile (rows converted one at a time).
 TEST(Paged, DirectIsBitIdenticalToContiguous) {
-  for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
-    for (int bs : {4, 16, 32, 48}) {
-      for (int64_t window : {int64_t{0}, int64_t{20}}) {
-        std::mt19937 rng(11);
-        LayerSpec s = spec(2, 64);
-        PoolOptions d;
-        d.block_size = bs;
-        d.path = AttendPath::Direct;
-        auto direct = Pool::create({s}, dt, Device::CPU, d)->new_sequence();
-        ContiguousLayerCache ctg(s, dt, Device::CPU);
-        AttnParams p = params(0.125f);
-        p.window = window;
-        p.softcap = window ? 30.0f : 0.0f;
-        SCOPED_TRACE(std::string(dtype_name(dt)) + " bs " + std::to_string(bs) + " window " + std::to_string(window));
-        // GQA: 8 query heads over 2 KV heads; prefill chunks, then decode past a key chunk.
-        drive(direct->layer(0), ctg, rng, 8, s, {50, 1, 1, 17, 1, 233, 1, 1, 40, 1}, p, 0, true);
-      }
+  const std::vector<std::pair<DType, int>> cases = {{DType::F32, 4},  {DType::F32, 16}, {DType::F32, 48},
+                                                    {DType::BF16, 16}, {DType::BF16, 32}, {DType::F16, 16}};
+  for (auto [dt, bs] : cases) {
+    for (int64_t window : {int64_t{0}, int64_t{20}}) {
+      std::mt19937 rng(11);
+      LayerSpec s = spec(2, 64);
+      PoolOptions d;
+      d.block_size = bs;
+      d.path = AttendPath::Direct;
+      auto direct = Pool::create({s}, dt, Device::CPU, d)->new_sequence();
+      ContiguousLayerCache ctg(s, dt, Device::CPU);
+      AttnParams p = params(0.125f);
+      p.window = window;
+      p.softcap = window ? 30.0f : 0.0f;
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " bs " + std::to_string(bs) + " window " + std::to_string(window));
+      // GQA: 8 query heads over 2 KV heads; prefill chunks, then decode past a key chunk.
+      drive(direct->layer(0), ctg, rng, 8, s, {50, 1, 1, 17, 1, 233, 1, 1, 40, 1}, p, 0, true);
     }
   }
 }
@@ -238,7 +238,7 @@ TEST(PagedRows, OneJobEqualsEachSequenceAlone) {
     std::vector<std::unique_ptr<SequenceCache>> batched, alone;
     auto base = pool->new_sequence();
     base->layer(0).append(random_tensor(rng, {40, 2, 64}), random_tensor(rng, {40, 2, 64}));
-    for (int64_t len : {1, 17, 300, 0, 600}) {
+    for (int64_t len : {1, 17, 0, 290}) {
       auto a = len == 0 ? base->clone() : pool->new_sequence();  // a fork shares base's blocks
       if (len > 0) a->layer(0).append(random_tensor(rng, {len, 2, 64}), random_tensor(rng, {len, 2, 64}));
       alone.push_back(a->clone());

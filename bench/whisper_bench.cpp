@@ -4,7 +4,7 @@
 // fixed number of tokens per 30 s window (EOS suppressed) so runs compare.
 //
 //   whisper_bench [--shapes tiny,base] [--seconds 60] [--tokens 100] [--threads N] [--device cpu|cuda]
-//                 [--dtype float32|bfloat16|float16]
+//                 [--dtype float32|bfloat16|float16] [--weights float32|int8]
 //
 // With --model, a real checkpoint transcribes real files instead (loaded once,
 // one untimed warm-up pass over the first file), as a server would:
@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -45,6 +46,13 @@ const ModelShape kShapes[] = {{"tiny", 384, 4, 6, 1536}, {"base", 512, 6, 8, 204
 constexpr int64_t kVocab = 51865, kMels = 80, kSource = 1500, kTarget = 448;
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// CPU time of the whole process (every thread): less sensitive than wall time to other programs' load.
+double cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
 
 Tensor random_tensor(std::mt19937& rng, const Shape& shape, float scale) {
   std::vector<float> v(static_cast<size_t>(shape.numel()));
@@ -164,6 +172,7 @@ int real_files(int argc, char** argv, const LoadOptions& lo) {
   }
   speech::transcribe(*model, gen, pcm[0], opt, text);  // warm-up
   double total = 0;
+  const double cpu0 = cpu_seconds();
   for (size_t i = 0; i < files.size(); ++i) {
     auto t0 = Clock::now();
     speech::Transcript t = speech::transcribe(*model, gen, pcm[i], opt, text);
@@ -171,8 +180,8 @@ int real_files(int argc, char** argv, const LoadOptions& lo) {
     total += s;
     std::printf("%8.3f s  %s:%s\n", s, std::filesystem::path(files[i]).filename().string().c_str(), t.text.c_str());
   }
-  std::printf("total %.3f s for %.1f s of audio, RTF %.4f, %d threads\n", total, audio_s, total / audio_s,
-              cpu::num_threads());
+  std::printf("total %.3f s (cpu %.3f s) for %.1f s of audio, RTF %.4f, %d threads\n", total, cpu_seconds() - cpu0,
+              audio_s, total / audio_s, cpu::num_threads());
   return 0;
 }
 
@@ -203,7 +212,7 @@ int main(int argc, char** argv) {
         if (k.name == name) s = &k;
       if (!s) fail(ErrorKind::InvalidArgument, "--shapes: unknown shape '", name, "' (tiny or base)");
       std::string dir = write_checkpoint(*s);
-      auto model = WhisperModel::load(dir, lo);
+      auto model = WhisperModel::load(dir, lo, parse_whisper_precision(arg(argc, argv, "--weights", "float32")));
       auto gen = speech::load_whisper_generation(dir, model->model_config());
       speech::TranscribeOptions opt;
       opt.language = "en";

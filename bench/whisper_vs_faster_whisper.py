@@ -30,11 +30,12 @@ def run(f):
     return "".join(s.text for s in segs)
 run(a["audio"][0])
 total, texts = 0.0, []
+c0 = time.process_time()
 for f in a["audio"]:
     t0 = time.perf_counter()
     texts.append(run(f))
     total += time.perf_counter() - t0
-print(json.dumps({"total": total, "texts": texts}))
+print(json.dumps({"total": total, "cpu": time.process_time() - c0, "texts": texts}))
 """
 
 
@@ -49,7 +50,8 @@ def run_faster_whisper(args, beam, precision):
                        env=env)
     if r.returncode != 0:
         sys.exit("faster-whisper failed: " + r.stderr[-2000:])
-    return json.loads(r.stdout.strip().splitlines()[-1])["total"]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    return out["total"], out["cpu"]
 
 
 def run_ingot(args, beam, precision):
@@ -58,8 +60,8 @@ def run_ingot(args, beam, precision):
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     if r.returncode != 0:
         sys.exit("ingot failed: " + r.stderr[-2000:])
-    m = re.search(r"^total ([0-9.]+) s", r.stdout, re.M)
-    return float(m.group(1))
+    m = re.search(r"^total ([0-9.]+) s \(cpu ([0-9.]+) s\)", r.stdout, re.M)
+    return float(m.group(1)), float(m.group(2))
 
 
 def main():
@@ -74,17 +76,20 @@ def main():
     p.add_argument("--precision", nargs="+", default=["float32", "int8"])
     p.add_argument("--omp-spin", action="store_true", help="leave OpenMP's default (spinning) wait policy to faster-whisper")
     args = p.parse_args()
-    print("| setting | ingot s (rounds) | faster-whisper s (rounds) | ingot median | fw median | fw / ingot |")
-    print("| --- | --- | --- | ---: | ---: | ---: |")
+    print("| setting | ingot wall s (rounds) | faster-whisper wall s (rounds) | wall median ingot / fw | "
+          "fw / ingot (wall) | CPU s median ingot / fw | fw / ingot (CPU) |")
+    print("| --- | --- | --- | ---: | ---: | ---: | ---: |")
     for precision in args.precision:
         for beam in args.beam:
             ours, theirs = [], []
             for _ in range(args.rounds):
                 ours.append(run_ingot(args, beam, precision))
                 theirs.append(run_faster_whisper(args, beam, precision))
-            mo, mt = statistics.median(ours), statistics.median(theirs)
-            print(f"| {precision}, beam {beam} | {', '.join(f'{x:.2f}' for x in ours)} | "
-                  f"{', '.join(f'{x:.2f}' for x in theirs)} | {mo:.2f} | {mt:.2f} | {mt / mo:.2f}x |", flush=True)
+            mo, mt = statistics.median(x[0] for x in ours), statistics.median(x[0] for x in theirs)
+            co, ct = statistics.median(x[1] for x in ours), statistics.median(x[1] for x in theirs)
+            print(f"| {precision}, beam {beam} | {', '.join(f'{x[0]:.2f}' for x in ours)} | "
+                  f"{', '.join(f'{x[0]:.2f}' for x in theirs)} | {mo:.2f} / {mt:.2f} | {mt / mo:.2f}x | "
+                  f"{co:.2f} / {ct:.2f} | {ct / co:.2f}x |", flush=True)
 
 
 if __name__ == "__main__":

@@ -24,12 +24,29 @@ std::vector<std::vector<float>> rows_of(const Tensor& logits) {
   return out;
 }
 
+// log of the sum of exp over a row: float exponentials (a decode step's
+// bookkeeping runs over the whole vocabulary), summed in double.
 double log_sum_exp(const std::vector<float>& row) {
   const float mx = *std::max_element(row.begin(), row.end());
   if (!std::isfinite(mx)) return mx;
   double s = 0;
-  for (float v : row) s += std::exp(static_cast<double>(v) - mx);
+  for (float v : row) s += std::exp(v - mx);
   return mx + std::log(s);
+}
+
+// The k likeliest ids of a row, likeliest first (ties: the lower id first), in one pass.
+std::vector<int32_t> top_k(const std::vector<float>& row, size_t k) {
+  std::vector<int32_t> best;
+  best.reserve(k + 1);
+  for (size_t i = 0; i < row.size(); ++i) {
+    const float v = row[i];
+    if (best.size() == k && !(v > row[static_cast<size_t>(best.back())])) continue;
+    size_t at = best.size();
+    while (at > 0 && v > row[static_cast<size_t>(best[at - 1])]) --at;
+    best.insert(best.begin() + static_cast<std::ptrdiff_t>(at), static_cast<int32_t>(i));
+    if (best.size() > k) best.pop_back();
+  }
+  return best;
 }
 
 int32_t argmax(const std::vector<float>& row) {
@@ -174,12 +191,8 @@ std::vector<WindowDecoder::Hypothesis> WindowDecoder::beam_search(State first, s
       rules_.apply(row.data(), beams[b].tokens);
       const double lse = log_sum_exp(row);
       // The beam_size + 1 likeliest tokens: enough for beam_size live beams even if one of them is EOS.
-      std::vector<int32_t> ids(row.size());
-      std::iota(ids.begin(), ids.end(), 0);
-      const size_t k = std::min(beam + 1, ids.size());
-      std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(),
-                        [&](int32_t a, int32_t c) { return row[static_cast<size_t>(a)] > row[static_cast<size_t>(c)]; });
-      for (size_t j = 0; j < k; ++j) {
+      const std::vector<int32_t> ids = top_k(row, beam + 1);
+      for (size_t j = 0; j < ids.size(); ++j) {
         const float v = row[static_cast<size_t>(ids[j])];
         if (!std::isfinite(v)) break;
         cands.push_back({b, ids[j], beams[b].sum_logprob + (v - lse), static_cast<float>(v - lse)});

@@ -15,31 +15,29 @@ namespace {
 constexpr int kSampleRate = 16000;
 constexpr double kSecondsPerTimestamp = 0.02;  // one timestamp token per 2 encoder frames
 
-// One window's tokens cut into segments between timestamp pairs, and how far
-// the window lets the next one start (samples).
-struct Cut {
-  std::vector<Segment> segments;
-  int64_t advance = 0;
-};
+}  // namespace
 
-Cut cut_segments(const WindowResult& r, const LogitRules& rules, double t0, int64_t len, int64_t window) {
-  Cut c;
+WindowCut cut_window(const std::vector<int32_t>& tokens, const LogitRules& rules, double t0, int64_t len,
+                     int64_t window) {
+  WindowCut c;
   c.advance = len;
+  c.consumed = tokens;
   if (!rules.timestamps() || rules.ts_begin() < 0) {
     Segment s;
     s.start = t0;
     s.end = t0 + static_cast<double>(len) / kSampleRate;
-    s.tokens = r.tokens;
+    s.tokens = tokens;
     c.segments.push_back(s);
     return c;
   }
   Segment cur;
   bool open = false;
-  int32_t last_ts = -1;
-  for (int32_t t : r.tokens) {
+  size_t closed_at = 0;  // tokens up to the last timestamp that closed a segment
+  int32_t last_closing = -1;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const int32_t t = tokens[i];
     if (rules.is_timestamp(t)) {
       const double at = t0 + (t - rules.ts_begin()) * kSecondsPerTimestamp;
-      last_ts = t;
       if (!open) {
         cur = Segment();
         cur.start = at;
@@ -48,18 +46,23 @@ Cut cut_segments(const WindowResult& r, const LogitRules& rules, double t0, int6
         cur.end = at;
         open = false;
         c.segments.push_back(cur);
+        closed_at = i + 1;
+        last_closing = t;
       }
     } else if (open) {
       cur.tokens.push_back(t);
     }
   }
-  const size_t n = r.tokens.size();
-  const bool single_ending = n >= 1 && rules.is_timestamp(r.tokens[n - 1]) && !(n >= 2 && rules.is_timestamp(r.tokens[n - 2]));
-  if (!single_ending && last_ts >= 0 && len == window) {
-    c.advance = static_cast<int64_t>((last_ts - rules.ts_begin()) * kSecondsPerTimestamp * kSampleRate);
-    // A window always moves on by at least a second, so the number of windows stays bounded by the
-    // duration whatever the timestamps say.
-    c.advance = std::max<int64_t>(c.advance, kSampleRate);
+  const size_t n = tokens.size();
+  const bool single_ending = n >= 1 && rules.is_timestamp(tokens[n - 1]) && !(n >= 2 && rules.is_timestamp(tokens[n - 2]));
+  if (!single_ending && last_closing >= 0 && len == window) {
+    // Speech runs on past the last closed segment: the next window starts there and decodes the rest
+    // again, so what followed is neither a segment nor previous text. A window always moves on by at
+    // least a second, so the number of windows stays bounded by the duration whatever the timestamps say.
+    c.advance = std::max<int64_t>(static_cast<int64_t>((last_closing - rules.ts_begin()) * kSecondsPerTimestamp * kSampleRate),
+                                  kSampleRate);
+    c.consumed.assign(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(closed_at));
+    return c;
   }
   if (open && !cur.tokens.empty()) {  // unterminated text runs to the window's end
     cur.end = t0 + static_cast<double>(len) / kSampleRate;
@@ -67,6 +70,8 @@ Cut cut_segments(const WindowResult& r, const LogitRules& rules, double t0, int6
   }
   return c;
 }
+
+namespace {
 
 // Gives each segment of a window the words of its tokens, in order, and lets
 // the words' times (seconds from the window start) settle the segment's edges.
@@ -233,7 +238,7 @@ Transcript transcribe_pcm(const WhisperModel& model, const WhisperGeneration& ge
       seek += len;
       continue;
     }
-    Cut cut = cut_segments(r, rules, t0, len, window);
+    WindowCut cut = cut_window(r.tokens, rules, t0, len, window);
     for (Segment& s : cut.segments) s.text = text ? text(s.tokens) : "";
     if (opt.word_timestamps) {
       AlignInput in;
@@ -256,7 +261,7 @@ Transcript transcribe_pcm(const WhisperModel& model, const WhisperGeneration& ge
       out.text += s.text;
       out.segments.push_back(std::move(s));
     }
-    history.insert(history.end(), r.tokens.begin(), r.tokens.end());
+    history.insert(history.end(), cut.consumed.begin(), cut.consumed.end());
     if (!opt.condition_on_previous_text || r.temperature > opt.prompt_reset_on_temperature) prompt_reset = history.size();
     seek += cut.advance;
   }

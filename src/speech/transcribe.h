@@ -86,6 +86,20 @@ struct WindowPrompt {
 WindowPrompt window_prompt(const WhisperGeneration& gen, const std::vector<int32_t>& previous,
                           const std::vector<int32_t>& sot_sequence, bool timestamps, size_t max_previous);
 
+// A window's tokens cut into segments between timestamps (times from t0, in
+// seconds), how far the next window starts (samples; the window is `len`
+// samples of at most `window`), and the tokens later windows see as previous
+// text. When speech runs on past the last closed segment of a full window,
+// the next window starts at that segment's end and decodes the rest again:
+// what followed is dropped here.
+struct WindowCut {
+  std::vector<Segment> segments;
+  int64_t advance = 0;
+  std::vector<int32_t> consumed;
+};
+WindowCut cut_window(const std::vector<int32_t>& tokens, const LogitRules& rules, double t0, int64_t len,
+                     int64_t window);
+
 Transcript transcribe(const WhisperModel& model, const WhisperGeneration& gen, const std::vector<float>& pcm,
                       const TranscribeOptions& opt, const TextFn& text, Dump* dump = nullptr);
 

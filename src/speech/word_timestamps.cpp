@@ -231,12 +231,16 @@ std::vector<Word> align_words(const WhisperModel& model, const WhisperGeneration
     wd.end = reach[std::min(tok, reach.size() - 1)];
     words.push_back(std::move(wd));
   }
-  // Words held far longer than is usual for this speaker run into a pause:
-  // at a sentence end they are cut to twice the median duration.
+  // Words held far longer than is usual for this speaker run into a pause: the
+  // first word of a window that ends well into it (the path starts at the
+  // window's first frame, so that word absorbs the silence before the speech)
+  // and words at a sentence end are cut to twice the median duration.
   std::vector<double> durations;
   for (const Word& x : words)
     if (x.end > x.start) durations.push_back(x.end - x.start);
   const double med = std::min(0.7, median(durations)), longest = 2 * med;
+  if (!durations.empty() && !words.empty() && words[0].end > 4 * med && words[0].end - words[0].start > longest)
+    words[0].start = std::max(0.0, words[0].end - longest);
   if (!durations.empty())
     for (size_t i = 1; i < words.size(); ++i) {
       Word& x = words[i];

@@ -243,3 +243,38 @@ TEST(WhisperDecoding, BadOptionsNameTheirField) {
   o.language = "fr";  // English-only
   EXPECT_EQ(field_of(o), "language");
 }
+
+TEST(WhisperDecoding, WindowsCutAtTimestampPairs) {
+  WhisperGeneration gen;
+  gen.no_timestamps_id = 99;  // timestamps from 100: <|t|> = 100 + t / 0.02 s
+  gen.eos_token_ids = {2};
+  const LogitRules rules(gen, 2000, true);
+  auto ts = [](double s) { return static_cast<int32_t>(100 + std::lround(s / 0.02)); };
+  const int64_t window = 30 * 16000;
+  // Two closed segments and speech running on: the next window starts at 5 s and decodes "c" again.
+  std::vector<int32_t> runs_on = {ts(0), 10, ts(2), ts(2), 11, ts(5), ts(5), 12};
+  WindowCut c = cut_window(runs_on, rules, 60.0, window, window);
+  ASSERT_EQ(c.segments.size(), 2u);
+  EXPECT_DOUBLE_EQ(c.segments[0].start, 60.0);
+  EXPECT_DOUBLE_EQ(c.segments[1].start, 62.0);
+  EXPECT_DOUBLE_EQ(c.segments[1].end, 65.0);
+  EXPECT_EQ(c.segments[1].tokens, (std::vector<int32_t>{11}));
+  EXPECT_EQ(c.advance, 5 * 16000);
+  EXPECT_EQ(c.consumed, (std::vector<int32_t>{ts(0), 10, ts(2), ts(2), 11, ts(5)}));
+  // A single timestamp at the end: nothing after it, the whole window is done.
+  c = cut_window({ts(0), 10, ts(2)}, rules, 0.0, window, window);
+  EXPECT_EQ(c.segments.size(), 1u);
+  EXPECT_EQ(c.advance, window);
+  // The last (short) window keeps an unterminated segment: no window comes after it.
+  c = cut_window({ts(0), 10, ts(2), ts(2), 11}, rules, 0.0, 8 * 16000, window);
+  ASSERT_EQ(c.segments.size(), 2u);
+  EXPECT_DOUBLE_EQ(c.segments[1].end, 8.0);
+  EXPECT_EQ(c.advance, 8 * 16000);
+  // A window always moves on by at least a second.
+  EXPECT_EQ(cut_window({ts(0), 10, ts(0), ts(0), 11}, rules, 0.0, window, window).advance, 16000);
+  // Without timestamps: one segment over the window.
+  const LogitRules plain(gen, 2000, false);
+  c = cut_window({10, 11}, plain, 30.0, window, window);
+  ASSERT_EQ(c.segments.size(), 1u);
+  EXPECT_DOUBLE_EQ(c.segments[0].end, 60.0);
+}

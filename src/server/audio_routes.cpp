@@ -2,8 +2,11 @@
 // multipart API). The upload is decoded here, on the HTTP thread, so bad
 // audio gets its 400 at once; the model runs on the speech worker.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <deque>
+#include <mutex>
 
 #include "audio/decode.h"
 #include "server/api_error.h"
@@ -11,6 +14,7 @@
 #include "server/routes.h"
 #include "server/service.h"
 #include "server/speech_worker.h"
+#include "server/sse.h"
 #include "util/error.h"
 #include "util/strings.h"
 
@@ -86,7 +90,14 @@ AudioForm parse_form(const std::vector<MultipartPart>& parts, bool translation) 
   const std::string& rf = f.response_format;
   if (rf != "json" && rf != "text" && rf != "srt" && rf != "verbose_json" && rf != "vtt")
     bad_request("'response_format' must be json, text, srt, verbose_json or vtt (got '" + rf + "')", "response_format");
-  if (f.stream == "true") bad_request("streamed transcriptions are not supported; leave 'stream' off", "stream");
+  if (f.stream == "true") {
+    if (translation) bad_request("translations are not streamed; leave 'stream' off", "stream");
+    if (rf != "json" && rf != "text")
+      bad_request("a streamed transcription sends text deltas: response_format must be json or text (got '" + rf + "')",
+                  "stream");
+  } else if (!f.stream.empty() && f.stream != "false") {
+    bad_request("'stream' must be true or false (got '" + f.stream + "')", "stream");
+  }
   for (const std::string& g : f.granularities) {
     if (g != "segment" && g != "word")
       bad_request("'timestamp_granularities' entries must be 'segment' or 'word' (got '" + g + "')",
@@ -202,6 +213,55 @@ HttpResponse render(speech::Transcript t, const AudioForm& f) {
   return r;
 }
 
+// Segment texts on their way from the speech worker to a streamed response.
+class SegmentFeed {
+ public:
+  void push(std::string text) {
+    std::lock_guard<std::mutex> lock(mu_);
+    texts_.push_back(std::move(text));
+  }
+  std::vector<std::string> take() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<std::string> out(std::make_move_iterator(texts_.begin()), std::make_move_iterator(texts_.end()));
+    texts_.clear();
+    return out;
+  }
+  std::atomic<bool> gone{false};  // the client hung up: the job stops at its next window
+
+ private:
+  std::mutex mu_;
+  std::deque<std::string> texts_;
+};
+
+// OpenAI's streamed transcription: a transcript.text.delta event per segment
+// as its window is decoded, then transcript.text.done with the whole text
+// (or an error event if the transcription failed after the stream began).
+HttpResponse stream_transcription(SpeechWorker& w, SpeechJob job) {
+  auto feed = std::make_shared<SegmentFeed>();
+  job.options.on_segment = [feed](const speech::Segment& s) { feed->push(s.text); };
+  job.options.cancelled = [feed] { return feed->gone.load(); };
+  auto ticket = std::make_shared<SpeechWorker::Ticket>(w.submit(std::move(job)));  // a full queue is a 429 here
+  return sse_response([feed, ticket](StreamSink& sink) {
+    auto event = [&](const nlohmann::json& e) { return sink.write(sse_data(e.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))); };
+    while (true) {
+      const bool done = ticket->wait(std::chrono::milliseconds(100));
+      for (const std::string& d : feed->take())
+        if (!event({{"type", "transcript.text.delta"}, {"delta", d}})) {
+          feed->gone = true;
+          ticket->cancel();
+          return;
+        }
+      if (done) break;
+    }
+    try {
+      event({{"type", "transcript.text.done"}, {"text", trimmed(ticket->get().text)}});
+    } catch (const std::exception& e) {
+      const ErrorInfo info = classify_exception(e);
+      event({{"type", "error"}, {"error", openai_error_body(info.status, info.message, info.param, info.code)["error"]}});
+    }
+  });
+}
+
 HttpResponse run_audio(Service& svc, const HttpRequest& req, bool translation) {
   std::vector<MultipartPart> parts = form_parts(req);
   SpeechWorker& w = speech_model(svc, [&] {
@@ -228,6 +288,7 @@ HttpResponse run_audio(Service& svc, const HttpRequest& req, bool translation) {
     throw ApiError(400, e.what(), "", "invalid_value");
   }
   job.pcm = decode_upload(*f.file);
+  if (f.stream == "true") return stream_transcription(w, std::move(job));
   SpeechWorker::Ticket ticket = w.submit(std::move(job));
   while (!ticket.wait(std::chrono::milliseconds(100))) {
     if (req.client_gone()) {

@@ -162,8 +162,10 @@ WindowPrompt window_prompt(const WhisperGeneration& gen, const std::vector<int32
 
 namespace {
 
+// `timeline` (with VAD) maps times in `pcm` back onto the recording it was gathered from.
 Transcript transcribe_pcm(const WhisperModel& model, const WhisperGeneration& gen, const std::vector<float>& pcm,
-                          const TranscribeOptions& opt, const TextFn& text, Dump* dump) {
+                          const SpeechTimeline* timeline, const TranscribeOptions& opt, const TextFn& text,
+                          Dump* dump) {
   audio::MelConfig mc;
   mc.n_mels = static_cast<int>(model.config().num_mel_bins);
   const int64_t window = mc.n_samples;
@@ -180,6 +182,7 @@ Transcript transcribe_pcm(const WhisperModel& model, const WhisperGeneration& ge
   size_t prompt_reset = 0;
   const size_t max_previous = static_cast<size_t>(std::max<int64_t>(0, model.config().max_target_positions / 2 - 1));
   for (int64_t seek = 0; seek < static_cast<int64_t>(pcm.size());) {
+    if (opt.cancelled && opt.cancelled()) break;
     const int64_t len = std::min<int64_t>(window, static_cast<int64_t>(pcm.size()) - seek);
     std::vector<float> chunk(pcm.begin() + seek, pcm.begin() + seek + len);
     Tensor mel = audio::log_mel(chunk, mc);
@@ -258,6 +261,15 @@ Transcript transcribe_pcm(const WhisperModel& model, const WhisperGeneration& ge
       s.compression_ratio = r.compression;
       s.temperature = r.temperature;
       s.no_speech_prob = r.no_speech_prob;
+      if (timeline) {
+        s.start = timeline->original(s.start, false);
+        s.end = timeline->original(s.end, true);
+        for (Word& w : s.words) {
+          w.start = timeline->original(w.start, false);
+          w.end = timeline->original(w.end, true);
+        }
+      }
+      if (opt.on_segment) opt.on_segment(s);
       out.text += s.text;
       out.segments.push_back(std::move(s));
     }
@@ -276,7 +288,7 @@ Transcript transcribe(const WhisperModel& model, const WhisperGeneration& gen, c
   check_options(opt, model, gen);
   const double duration = static_cast<double>(pcm.size()) / kSampleRate;
   if (!opt.vad) {
-    Transcript t = transcribe_pcm(model, gen, pcm, opt, text, dump);
+    Transcript t = transcribe_pcm(model, gen, pcm, nullptr, opt, text, dump);
     t.duration = duration;
     return t;
   }
@@ -284,18 +296,10 @@ Transcript transcribe(const WhisperModel& model, const WhisperGeneration& gen, c
   Transcript t;
   std::vector<float> speech = timeline.gather(pcm);
   if (!speech.empty()) {
-    t = transcribe_pcm(model, gen, speech, opt, text, dump);
+    t = transcribe_pcm(model, gen, speech, &timeline, opt, text, dump);
   } else {
     t.task = opt.task;
     if (!gen.is_multilingual) t.language = "en";
-  }
-  for (Segment& s : t.segments) {
-    s.start = timeline.original(s.start, false);
-    s.end = timeline.original(s.end, true);
-    for (Word& w : s.words) {
-      w.start = timeline.original(w.start, false);
-      w.end = timeline.original(w.end, true);
-    }
   }
   t.duration = duration;
   t.speech = timeline.spans();

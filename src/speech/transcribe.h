@@ -4,6 +4,7 @@
 // log-probability, no-speech skipping, optional voice-activity detection and
 // word timestamps.
 #pragma once
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,6 +17,14 @@
 #include "util/error.h"
 
 namespace ingot::speech {
+
+struct Segment {
+  double start = 0, end = 0;
+  std::string text;
+  std::vector<int32_t> tokens;
+  double avg_logprob = 0, compression_ratio = 0, temperature = 0, no_speech_prob = 0;
+  std::vector<Word> words;  // with word_timestamps
+};
 
 struct TranscribeOptions {
   std::string language;  // "en" or "<|en|>"; empty: detect (multilingual models)
@@ -42,15 +51,14 @@ struct TranscribeOptions {
   bool fallback = true;
   bool vad = false;  // transcribe only what detect_speech finds
   VadOptions vad_options;
+  // Called with each segment as soon as its window is decoded (times in the
+  // recording's timeline): streamed responses.
+  std::function<void(const Segment&)> on_segment;
+  // Checked before each window: once it returns true, transcription stops and
+  // returns what it has (a streaming client that hung up).
+  std::function<bool()> cancelled;
 };
 
-struct Segment {
-  double start = 0, end = 0;
-  std::string text;
-  std::vector<int32_t> tokens;
-  double avg_logprob = 0, compression_ratio = 0, temperature = 0, no_speech_prob = 0;
-  std::vector<Word> words;  // with word_timestamps
-};
 
 struct Transcript {
   std::string task = "transcribe";

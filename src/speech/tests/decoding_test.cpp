@@ -278,3 +278,23 @@ TEST(WhisperDecoding, WindowsCutAtTimestampPairs) {
   ASSERT_EQ(c.segments.size(), 1u);
   EXPECT_DOUBLE_EQ(c.segments[0].end, 60.0);
 }
+
+TEST(WhisperDecoding, SegmentsStreamAsWindowsFinishAndCancellingStops) {
+  const Golden& g = golden();
+  TranscribeOptions opt;
+  opt.max_new_tokens = 2;
+  opt.fallback = false;
+  std::vector<float> pcm(16000 * 65, 0.0f);  // three windows
+  for (size_t i = 0; i < pcm.size(); ++i) pcm[i] = 0.1f * std::sin(0.01f * static_cast<float>(i));
+  std::vector<std::string> streamed;
+  opt.on_segment = [&](const Segment& s) { streamed.push_back(s.text); };
+  auto text = [](const std::vector<int32_t>& ids) { return " n" + std::to_string(ids.size()); };
+  Transcript t = transcribe(*g.model, g.gen, pcm, opt, text);
+  ASSERT_EQ(streamed.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(streamed[i], t.segments[i].text);
+  streamed.clear();
+  opt.cancelled = [&] { return !streamed.empty(); };  // stop once the first window is out
+  t = transcribe(*g.model, g.gen, pcm, opt, text);
+  EXPECT_EQ(streamed.size(), 1u);
+  EXPECT_EQ(t.segments.size(), 1u);
+}

@@ -298,3 +298,17 @@ TEST(WhisperDecoding, SegmentsStreamAsWindowsFinishAndCancellingStops) {
   EXPECT_EQ(streamed.size(), 1u);
   EXPECT_EQ(t.segments.size(), 1u);
 }
+
+TEST(WhisperDecoding, VadWithNothingToTranscribeGivesAnEmptyTranscript) {
+  const Golden& g = golden();
+  std::vector<float> pcm(16000 * 5, 0.0f);
+  for (size_t i = 0; i < pcm.size(); ++i) pcm[i] = 1e-4f * static_cast<float>((i * 7919) % 13) - 6e-4f;  // faint hiss
+  for (size_t i = 32000; i < 32000 + 1600; ++i) pcm[i] = 0.5f;  // one 0.1 s click
+  ASSERT_TRUE(detect_speech(pcm).empty());
+  TranscribeOptions opt;
+  opt.vad = true;
+  Transcript t = transcribe(*g.model, g.gen, pcm, opt, nullptr);
+  EXPECT_TRUE(t.segments.empty());
+  EXPECT_TRUE(t.speech.empty());
+  EXPECT_DOUBLE_EQ(t.duration, 5.0);
+}

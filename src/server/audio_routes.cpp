@@ -35,11 +35,9 @@ struct AudioForm {
 };
 
 // The decoding fields a request may add to OpenAI's.
-constexpr const char* kDecodingFields[] = {"beam_size",         "best_of",
-                                           "patience",          "length_penalty",
-                                           "condition_on_previous_text", "vad_filter",
-                                           "no_speech_threshold", "compression_ratio_threshold",
-                                           "log_prob_threshold"};
+constexpr const char* kDecodingFields[] = {
+    "beam_size",  "best_of",             "patience",                    "length_penalty",    "condition_on_previous_text",
+    "vad_filter", "no_speech_threshold", "compression_ratio_threshold", "log_prob_threshold"};
 
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));

@@ -53,6 +53,7 @@ struct ServeFlags {
   bool trust_remote_code = false, use_default_chat_template = false;
   std::string audio_model;
   int64_t audio_queue = 4;
+  std::string audio_weights = "float32";
 };
 
 std::atomic<bool> g_stop{false};
@@ -156,10 +157,12 @@ int run_serve(const ServeFlags& f) {
   so.text_model = !speech_only;
 
   std::unique_ptr<server::SpeechWorker> speech;
-  if (speech_only) speech = start_speech_worker(f.model.model, f.model, so.model_id, static_cast<size_t>(f.audio_queue));
+  const WhisperPrecision audio_precision = parse_whisper_precision(f.audio_weights);
+  if (speech_only)
+    speech = start_speech_worker(f.model.model, f.model, so.model_id, static_cast<size_t>(f.audio_queue), audio_precision);
   else if (!f.audio_model.empty())
     speech = start_speech_worker(f.audio_model, f.model, registry::model_name_for_path(f.audio_model),
-                                 static_cast<size_t>(f.audio_queue));
+                                 static_cast<size_t>(f.audio_queue), audio_precision);
   server::Service svc(eng, tok, text.chat_template, so);
   svc.set_speech(speech.get());
   server::Router router(svc);
@@ -238,6 +241,8 @@ void register_serve(CLI::App& app) {
   sub->add_option("--prompt-cache-size", f->prompt_cache_size, "cached prompts kept (LRU, default 64); 0 turns the prefix cache off");
   sub->add_option("--audio-model", f->audio_model, "Whisper checkpoint served at /v1/audio/* beside the chat model");
   sub->add_option("--audio-queue", f->audio_queue, "transcriptions waiting beyond which new ones get 429")
+      ->capture_default_str();
+  sub->add_option("--audio-weights", f->audio_weights, "the Whisper model's weights: float32, or int8 for its decoder")
       ->capture_default_str();
   sub->add_option("--log-level", f->log_level, "debug, info, warning or error")->capture_default_str();
   sub->add_flag("--trust-remote-code", f->trust_remote_code, "accepted for mlx_lm.server compatibility (no effect)");

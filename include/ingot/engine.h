@@ -11,6 +11,7 @@
 
 namespace ingot {
 class Model;
+class LoraAdapter;
 }
 
 namespace ingot::engine {
@@ -69,6 +70,9 @@ struct Request {
   // (not normalised) arrive in the final Chunk::embedding.
   enum class Pooling { None, Last, Mean };
   Pooling pooling = Pooling::None;
+  // A LoRA adapter loaded for this engine's model (models/lora.h), applied to
+  // this request only; null: the base model. Held until the request finishes.
+  std::shared_ptr<const LoraAdapter> lora;
 };
 
 enum class FinishReason { None, Stop, Length, Cancelled, Error };

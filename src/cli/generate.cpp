@@ -7,6 +7,7 @@
 #include "cli/model_setup.h"
 #include "cli/text_model.h"
 #include "cli/verbs.h"
+#include "models/lora.h"
 #include "util/error.h"
 #include "util/strings.h"
 
@@ -16,6 +17,7 @@ namespace {
 
 struct GenerateFlags {
   ModelFlags model;
+  LoraFlags lora;
   std::string prompt_ids;
   std::string prompt;
   int max_tokens = 64;
@@ -50,6 +52,7 @@ int run_generate(const GenerateFlags& f) {
 
   engine::Request req;
   req.prompt = std::move(ids);
+  if (!f.lora.path.empty()) req.lora = load_lora_adapter(*tm.model, f.lora.path, {f.lora.max_rank});
   req.sampling.temperature = 0;  // greedy
   req.stop.max_tokens = f.max_tokens;
   req.stop.ignore_eos = f.ignore_eos;
@@ -77,6 +80,7 @@ void register_generate(CLI::App& app) {
   auto f = std::make_shared<GenerateFlags>();
   CLI::App* sub = add_verb(app, "generate", "generate tokens greedily", [f] { return run_generate(*f); });
   add_model_flags(sub, f->model);
+  add_lora_flags(sub, f->lora);
   sub->add_option("--prompt-ids", f->prompt_ids, "comma-separated token ids");
   sub->add_option("--prompt", f->prompt, "prompt text (uses the model's tokenizer)");
   sub->add_option("--max-tokens", f->max_tokens, "tokens to generate")->capture_default_str();

@@ -6,6 +6,7 @@
 #include "cli/model_setup.h"
 #include "cli/verbs.h"
 #include "io/safetensors.h"
+#include "models/lora.h"
 #include "ops/ops.h"
 #include "util/error.h"
 #include "util/strings.h"
@@ -16,6 +17,7 @@ namespace {
 
 struct LogitsFlags {
   ModelFlags model;
+  LoraFlags lora;
   std::string prompt_ids;
   int steps = 0;
   std::string out;
@@ -26,13 +28,15 @@ int run_logits(const LogitsFlags& f) {
   if (prompt.empty()) fail(ErrorKind::InvalidArgument, "--prompt-ids is empty");
   if (f.steps < 0) fail(ErrorKind::InvalidArgument, "--steps must be >= 0");
   auto model = load_model_from_flags(f.model);
+  std::shared_ptr<const LoraAdapter> adapter;
+  if (!f.lora.path.empty()) adapter = load_lora_adapter(*model, f.lora.path, {f.lora.max_rank});
   const int64_t V = model->vocab_size();
   check_token_ids(prompt, V);
   auto cache = new_cache(*model, cache_options(f.model));
 
   BatchInput in;
   in.tokens = prompt;
-  in.seqs.push_back({cache.get(), static_cast<int64_t>(prompt.size()), true});
+  in.seqs.push_back({cache.get(), static_cast<int64_t>(prompt.size()), true, adapter.get()});
   Tensor prompt_logits = model->forward(in).to(Device::CPU);
 
   std::vector<int32_t> greedy;
@@ -44,7 +48,7 @@ int run_logits(const LogitsFlags& f) {
     if (i == f.steps - 1) break;
     BatchInput step;
     step.tokens = {tok};
-    step.seqs.push_back({cache.get(), 1, false});
+    step.seqs.push_back({cache.get(), 1, false, adapter.get()});
     last = model->forward(step).to(Device::CPU);
     std::vector<float> row = last.to_f32_vector();
     steps.insert(steps.end(), row.begin(), row.end());
@@ -67,6 +71,7 @@ void register_logits(CLI::App& app) {
                            [f] { return run_logits(*f); });
   f->model.device = "cpu";  // the parity contract (PARITY.md): the CPU unless --device says otherwise
   add_model_flags(sub, f->model);
+  add_lora_flags(sub, f->lora);
   sub->add_option("--prompt-ids", f->prompt_ids, "comma-separated token ids")->required();
   sub->add_option("--steps", f->steps, "greedy tokens to generate")->required();
   sub->add_option("--out", f->out, "output .safetensors path")->required();

@@ -12,10 +12,12 @@
 #include "cli/verbs.h"
 #include "ingot/engine.h"
 #include "models/gguf_source.h"
+#include "models/lora.h"
 #include "registry/cache_layout.h"
 #include "runtime/runtime.h"
 #include "server/embeddings.h"
 #include "server/http_app.h"
+#include "server/lora_registry.h"
 #include "server/service.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -54,6 +56,10 @@ struct ServeFlags {
   std::string audio_model;
   int64_t audio_queue = 4;
   std::string audio_weights = "float32";
+  // LoRA adapters.
+  std::vector<std::string> loras;  // NAME=PATH
+  int max_loras = 8, max_lora_rank = 64;
+  bool allow_runtime_lora = false;
 };
 
 std::atomic<bool> g_stop{false};
@@ -69,6 +75,37 @@ std::vector<std::string> served_model_aliases(const ModelFlags& m) {
   return names;
 }
 
+// The adapter registry of a text model that takes adapters (null otherwise),
+// holding --lora NAME=PATH and --adapter-path (the default for every request).
+std::unique_ptr<server::LoraRegistry> start_loras(const ServeFlags& f, const Model* model) {
+  const bool asked = !f.loras.empty() || !f.adapter_path.empty();
+  if (f.max_loras < 1) fail(ErrorKind::InvalidArgument, "--max-loras must be >= 1");
+  if (f.max_lora_rank < 1) fail(ErrorKind::InvalidArgument, "--max-lora-rank must be >= 1");
+  LoraTargets targets;
+  if (!model || !model->lora_targets(targets)) {
+    if (asked) fail(ErrorKind::Unsupported, "--lora / --adapter-path: this model takes no LoRA adapters");
+    return nullptr;
+  }
+  const LoraLimits limits{f.max_lora_rank};
+  auto reg = std::make_unique<server::LoraRegistry>(
+      [model, limits](const std::string& path) { return load_lora_adapter(*model, path, limits); },
+      static_cast<size_t>(f.max_loras));
+  for (const std::string& spec : f.loras) {
+    const size_t eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+      fail(ErrorKind::InvalidArgument, "--lora expects NAME=PATH, got '", spec, "'");
+    reg->add(spec.substr(0, eq), spec.substr(eq + 1));
+  }
+  if (!f.adapter_path.empty()) {
+    std::filesystem::path p(f.adapter_path);
+    std::string name = (p.filename().empty() ? p.parent_path() : p).filename().string();
+    if (name.empty() || reg->has(name)) name = "adapter";
+    reg->add(name, f.adapter_path);
+    reg->set_default(name);
+  }
+  return reg;
+}
+
 server::ToolFormat parse_tool_parser(const std::string& name, const std::string& tmpl) {
   if (name == "auto") return server::detect_tool_format(tmpl);
   for (auto f : {server::ToolFormat::None, server::ToolFormat::Hermes, server::ToolFormat::Llama3Json,
@@ -80,8 +117,6 @@ server::ToolFormat parse_tool_parser(const std::string& name, const std::string&
 
 int run_serve(const ServeFlags& f) {
   log::set_level(log::parse_level(f.log_level));
-  if (!f.adapter_path.empty())
-    fail(ErrorKind::Unsupported, "--adapter-path: LoRA adapters are not supported yet; merge the adapter into the weights");
   if (!f.draft_model.empty()) fail(ErrorKind::Unsupported, "--draft-model: speculative decoding is not supported yet");
   if (f.port < 0 || f.port > 65535) fail(ErrorKind::InvalidArgument, "--port must be in [0, 65535]");
   if (f.max_body_mb <= 0) fail(ErrorKind::InvalidArgument, "--max-body-mb must be > 0");
@@ -155,6 +190,11 @@ int run_serve(const ServeFlags& f) {
   so.template_thinks = tmpl_src.find("<think>") != std::string::npos;
 
   so.text_model = !speech_only;
+  so.allow_runtime_lora = f.allow_runtime_lora;
+  std::unique_ptr<server::LoraRegistry> loras = start_loras(f, speech_only ? nullptr : text.model.get());
+  if (loras)
+    for (const auto& a : loras->list())
+      if (a.name == so.model_id) fail(ErrorKind::InvalidArgument, "--lora: '", a.name, "' is the base model's name");
 
   std::unique_ptr<server::SpeechWorker> speech;
   const WhisperPrecision audio_precision = parse_whisper_precision(f.audio_weights);
@@ -165,6 +205,7 @@ int run_serve(const ServeFlags& f) {
                                  static_cast<size_t>(f.audio_queue), audio_precision);
   server::Service svc(eng, tok, text.chat_template, so);
   svc.set_speech(speech.get());
+  svc.set_loras(loras.get());
   server::Router router(svc);
   std::signal(SIGPIPE, SIG_IGN);
   std::signal(SIGINT, on_signal);
@@ -234,7 +275,14 @@ void register_serve(CLI::App& app) {
   sub->add_option("--top-k", f->top_k, "default top-k (0: off)")->capture_default_str();
   sub->add_option("--min-p", f->min_p, "default min-p")->capture_default_str();
   sub->add_option("--max-tokens", f->max_tokens, "default max tokens to generate")->capture_default_str();
-  sub->add_option("--adapter-path", f->adapter_path, "LoRA adapter folder (not supported yet)");
+  sub->add_option("--adapter-path", f->adapter_path, "LoRA adapter folder applied to every request that names no other adapter");
+  sub->add_option("--lora", f->loras, "NAME=PATH: a LoRA adapter requests select with \"model\": \"NAME\" (repeatable)")
+      ->type_name("NAME=PATH");
+  sub->add_option("--max-loras", f->max_loras, "LoRA adapters held in memory at once (least recently used dropped, "
+                  "reloaded on use)")->capture_default_str();
+  sub->add_option("--max-lora-rank", f->max_lora_rank, "largest LoRA rank accepted")->capture_default_str();
+  sub->add_flag("--allow-runtime-lora", f->allow_runtime_lora,
+                "allow /v1/load_lora_adapter and /v1/unload_lora_adapter without --api-key");
   sub->add_option("--draft-model", f->draft_model, "draft model for speculative decoding (not supported yet)");
   sub->add_option("--chat-template", f->chat_template, "chat template: a file or the template text");
   sub->add_option("--chat-template-args", f->chat_template_args, "JSON object of extra template variables");

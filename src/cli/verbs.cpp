@@ -31,6 +31,11 @@ void add_model_flags(CLI::App* sub, ModelFlags& f, bool required) {
   add_load_flags(sub, f);
 }
 
+void add_lora_flags(CLI::App* sub, LoraFlags& f) {
+  sub->add_option("--lora", f.path, "LoRA adapter folder (PEFT or MLX-LM) applied over the model, unmerged");
+  sub->add_option("--max-lora-rank", f.max_rank, "largest adapter rank accepted")->capture_default_str();
+}
+
 void add_load_flags(CLI::App* sub, ModelFlags& f) {
   sub->add_option("--device", f.device, "auto (CUDA when a usable GPU is there and the model fits), cpu or cuda")
       ->capture_default_str();

@@ -42,6 +42,12 @@ struct ModelFlags {
   int tensor_parallel = 1;
 };
 void add_model_flags(CLI::App* sub, ModelFlags& f, bool model_required = true);
+// --lora PATH and --max-lora-rank for the verbs that run one adapter (logits, generate).
+struct LoraFlags {
+  std::string path;  // "": the base model
+  int max_rank = 64;
+};
+void add_lora_flags(CLI::App* sub, LoraFlags& f);
 // The flags of add_model_flags but --model: device, dtype, kv, threads, tensor parallelism.
 void add_load_flags(CLI::App* sub, ModelFlags& f);
 

@@ -146,6 +146,11 @@ void EngineImpl::validate(Request& r) const {
   for (int32_t t : r.prompt)
     if (t < 0 || t >= V) fail(ErrorKind::InvalidArgument, "prompt token id ", t, " is out of range (vocabulary size ", V, ")");
   sampling::validate(r.sampling, V);
+  if (r.lora) {
+    LoraTargets targets;
+    if (!model_.lora_targets(targets) || !r.lora->fits(targets))
+      fail(ErrorKind::InvalidArgument, "the LoRA adapter ", r.lora->path(), " was not loaded for this model");
+  }
   if (r.pooling != Request::Pooling::None) {
     if (!model_.supports_hidden_states())
       fail(ErrorKind::InvalidArgument, "model type '", model_.config().model_type, "' does not produce embeddings");

@@ -13,6 +13,7 @@
 #include "kv/kinds.h"
 #include "kv/pool.h"
 #include "ingot/engine.h"
+#include "models/lora.h"
 #include "models/model.h"
 #include "sampling/sampler.h"
 #include "sampling/stop.h"
@@ -54,6 +55,9 @@ struct Sequence {
   bool first_chunk_sent = false;
   std::vector<float> pooled;  // embedding requests: running sum (mean) or last row
 };
+
+// The prefix-cache scope of a sequence: its adapter's key, 0 for the base model.
+inline uint64_t lora_scope(const Sequence& s) { return s.req.lora ? s.req.lora->key() : 0; }
 
 class EngineImpl final : public Engine {
  public:

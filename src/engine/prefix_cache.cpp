@@ -18,9 +18,9 @@ PrefixCache::PrefixCache(uint64_t fp, int64_t block, bool exact) : fingerprint_(
   INGOT_CHECK(block_ > 0);
 }
 
-std::vector<uint64_t> PrefixCache::chain(const std::vector<int32_t>& tokens, int64_t limit) const {
+std::vector<uint64_t> PrefixCache::chain(const std::vector<int32_t>& tokens, int64_t limit, uint64_t scope) const {
   std::vector<uint64_t> out;
-  uint64_t parent = mix(0x6a09e667f3bcc908ULL, fingerprint_);
+  uint64_t parent = mix(mix(0x6a09e667f3bcc908ULL, fingerprint_), scope);
   const int64_t n = std::min<int64_t>(limit, static_cast<int64_t>(tokens.size())) / block_;
   for (int64_t b = 0; b < n; ++b) {
     uint64_t h = mix(parent, fingerprint_);
@@ -31,14 +31,14 @@ std::vector<uint64_t> PrefixCache::chain(const std::vector<int32_t>& tokens, int
   return out;
 }
 
-PrefixCache::Hit PrefixCache::lookup(const std::vector<int32_t>& tokens, int64_t limit) const {
-  auto hashes = chain(tokens, limit);
+PrefixCache::Hit PrefixCache::lookup(const std::vector<int32_t>& tokens, int64_t limit, uint64_t scope) const {
+  auto hashes = chain(tokens, limit, scope);
   for (int64_t b = static_cast<int64_t>(hashes.size()) - 1; b >= 0; --b) {
     auto it = index_.find(hashes[static_cast<size_t>(b)]);
     if (it == index_.end()) continue;
     const Entry& e = entries_.at(it->second.first);
     const int64_t n = (b + 1) * block_;
-    if (static_cast<int64_t>(e.tokens.size()) < n || !std::equal(tokens.begin(), tokens.begin() + n, e.tokens.begin()))
+    if (e.scope != scope || static_cast<int64_t>(e.tokens.size()) < n || !std::equal(tokens.begin(), tokens.begin() + n, e.tokens.begin()))
       continue;  // a hash collision: never reuse what does not match
     return {n, it->second.first};
   }
@@ -55,23 +55,24 @@ std::unique_ptr<kv::SequenceCache> PrefixCache::fork(const Hit& hit) {
   return c;
 }
 
-bool PrefixCache::contains_chain(const std::vector<int32_t>& tokens, int64_t n_tokens) const {
+bool PrefixCache::contains_chain(const std::vector<int32_t>& tokens, int64_t n_tokens, uint64_t scope) const {
   const int64_t full = n_tokens / block_ * block_;
-  return full == 0 || lookup(tokens, full).tokens == full;
+  return full == 0 || lookup(tokens, full, scope).tokens == full;
 }
 
 void PrefixCache::publish(const std::vector<int32_t>& tokens, int64_t n_tokens, const kv::SequenceCache& cache,
-                          int64_t entry_bytes) {
+                          int64_t entry_bytes, uint64_t scope) {
   const int64_t full = n_tokens / block_ * block_;
   if (full == 0) return;
-  Hit have = lookup(tokens, full);
+  Hit have = lookup(tokens, full, scope);
   if (have.tokens == full) {
     lru_.splice(lru_.begin(), lru_, entries_.at(have.entry).lru);
     return;
   }
   Entry e;
   e.tokens.assign(tokens.begin(), tokens.begin() + full);
-  e.hashes = chain(tokens, full);
+  e.scope = scope;
+  e.hashes = chain(tokens, full, scope);
   e.cache = cache.clone();
   const int64_t extra = e.cache->offset() - full;
   INGOT_CHECK(extra >= 0, "published cache is shorter than its prefix");

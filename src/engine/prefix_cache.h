@@ -2,7 +2,9 @@
 // hash, the block's ids, the model fingerprint) indexes published caches.
 // A hit forks the cached prefix with clone() + trim(): O(blocks) metadata on
 // a paged store (copy-on-write blocks), a copy on the contiguous one.
-// Unreferenced entries are evicted least recently used first.
+// Unreferenced entries are evicted least recently used first. Every call
+// takes a scope (a LoRA adapter's key, 0 for the base model): the same tokens
+// under another scope are another prefix, so K/V never leaks between adapters.
 //
 // Exact mode (models with recurrent layers, whose state cannot be trimmed):
 // an entry is found only by its whole length, so a fork never trims.
@@ -25,23 +27,23 @@ class PrefixCache {
   bool exact() const { return exact_; }
 
   // Chain hashes of the full blocks of `tokens`.
-  std::vector<uint64_t> chain(const std::vector<int32_t>& tokens, int64_t limit) const;
+  std::vector<uint64_t> chain(const std::vector<int32_t>& tokens, int64_t limit, uint64_t scope = 0) const;
 
   struct Hit {
     int64_t tokens = 0;  // reusable prefix length (a multiple of the block size)
     uint64_t entry = 0;  // 0: miss
   };
   // Longest cached prefix of tokens[0, limit).
-  Hit lookup(const std::vector<int32_t>& tokens, int64_t limit) const;
+  Hit lookup(const std::vector<int32_t>& tokens, int64_t limit, uint64_t scope = 0) const;
   // A private cache holding the first hit.tokens positions; touches the entry.
   std::unique_ptr<kv::SequenceCache> fork(const Hit& hit);
 
   // Publishes the first `tokens` positions (rounded down to full blocks) of
   // `cache`, which holds at least that many. Returns the bytes it now holds
   // for this entry (0 when nothing new was stored).
-  bool contains_chain(const std::vector<int32_t>& tokens, int64_t n_tokens) const;
+  bool contains_chain(const std::vector<int32_t>& tokens, int64_t n_tokens, uint64_t scope = 0) const;
   void publish(const std::vector<int32_t>& tokens, int64_t n_tokens, const kv::SequenceCache& cache,
-               int64_t entry_bytes);
+               int64_t entry_bytes, uint64_t scope = 0);
 
   // Evicts the least recently used entry; false when empty. `keep` is evicted
   // only when it is the last one.
@@ -55,6 +57,7 @@ class PrefixCache {
  private:
   struct Entry {
     std::vector<int32_t> tokens;  // the prefix, to rule out hash collisions
+    uint64_t scope = 0;
     std::vector<uint64_t> hashes;
     std::unique_ptr<kv::SequenceCache> cache;
     int64_t bytes = 0;

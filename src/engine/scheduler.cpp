@@ -59,13 +59,13 @@ bool EngineImpl::try_admit(Sequence& s) {
   // for logits), and not when every prompt position's logits are wanted.
   PrefixCache::Hit hit;
   const bool use_prefix = prefix_ && !s.req.prompt_logprobs && s.req.pooling != Request::Pooling::Mean;
-  if (use_prefix) hit = prefix_->lookup(s.tokens, s.prompt_len - 1);
+  if (use_prefix) hit = prefix_->lookup(s.tokens, s.prompt_len - 1, lora_scope(s));
   // Running sequences alone leave no room: no prefix eviction can help.
   if (reserved_ + kv_need(total, hit.tokens) > kv_budget_) return false;
   // Make room by evicting cached prefixes, the one we are about to use last.
   while (prefix_ && prefix_->entries() > 0 && kv_committed() + kv_need(total, hit.tokens) > kv_budget_) {
     prefix_->evict_one(hit.entry);
-    if (hit.entry) hit = prefix_->lookup(s.tokens, s.prompt_len - 1);
+    if (hit.entry) hit = prefix_->lookup(s.tokens, s.prompt_len - 1, lora_scope(s));
   }
   const int64_t need = kv_need(total, hit.tokens);
   if (kv_committed() + need > kv_budget_) return false;
@@ -111,7 +111,7 @@ void EngineImpl::publish_prefix(Sequence& s) {
   const int64_t full = publish_point(s);
   // A recurrent state holds exactly what it has seen: publish only at `full`.
   if (recurrent_ && s.computed != full) return;
-  if (full <= s.cached_prefix || prefix_->contains_chain(s.tokens, full)) return;
+  if (full <= s.cached_prefix || prefix_->contains_chain(s.tokens, full, lora_scope(s))) return;
   const int64_t bytes = kv::bytes_for_tokens(layout_, kv_dtype_, kind_, full);
   if (bytes > prefix_cap_bytes_) return;
   // A pooled entry shares the sequence's blocks (nothing new is held now); a
@@ -122,7 +122,7 @@ void EngineImpl::publish_prefix(Sequence& s) {
                                     (max_entries > 0 && prefix_->entries() >= max_entries)))
     prefix_->evict_one();
   if (over_budget()) return;
-  prefix_->publish(s.tokens, full, *s.cache, bytes);
+  prefix_->publish(s.tokens, full, *s.cache, bytes, lora_scope(s));
 }
 
 void EngineImpl::emit_token(Sequence& s, const sampling::Sampled& t) {
@@ -154,7 +154,7 @@ void EngineImpl::run_batch() {
   for (auto& s : running_) {
     if (s->state != SeqState::Decoding || budget == 0 || s->req.pooling != Request::Pooling::None) continue;
     in.tokens.push_back(s->tokens[static_cast<size_t>(s->computed)]);
-    in.seqs.push_back({s->cache.get(), 1, false});
+    in.seqs.push_back({s->cache.get(), 1, false, s->req.lora.get()});
     rows.push_back(s.get());
     --budget;
   }
@@ -168,7 +168,7 @@ void EngineImpl::run_batch() {
       if (at > s->computed && at < s->computed + n) n = at - s->computed;
     }
     in.tokens.insert(in.tokens.end(), s->tokens.begin() + s->computed, s->tokens.begin() + s->computed + n);
-    in.seqs.push_back({s->cache.get(), n, s->req.prompt_logprobs});
+    in.seqs.push_back({s->cache.get(), n, s->req.prompt_logprobs, s->req.lora.get()});
     rows.push_back(s.get());
     budget -= n;
   }
@@ -236,7 +236,7 @@ void EngineImpl::run_embeddings() {
     if (s->req.pooling == Request::Pooling::None || s->state != SeqState::Prefilling || budget == 0) continue;
     const int64_t n = std::min({s->prompt_len - s->computed, opt_.prefill_chunk, budget});
     in.tokens.insert(in.tokens.end(), s->tokens.begin() + s->computed, s->tokens.begin() + s->computed + n);
-    in.seqs.push_back({s->cache.get(), n, s->req.pooling == Request::Pooling::Mean});
+    in.seqs.push_back({s->cache.get(), n, s->req.pooling == Request::Pooling::Mean, s->req.lora.get()});
     rows.push_back(s.get());
     budget -= n;
   }

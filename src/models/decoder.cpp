@@ -109,12 +109,25 @@ std::vector<kv::LayerSpec> DecoderModel::cache_layout() const {
   return std::vector<kv::LayerSpec>(static_cast<size_t>(cfg_.num_hidden_layers), s);
 }
 
+bool DecoderModel::lora_targets(LoraTargets& out) const {
+  // Under tensor parallelism each rank holds a slice of every projection.
+  if (tp_) return false;
+  const int64_t H = cfg_.num_attention_heads, KV = cfg_.num_key_value_heads, D = cfg_.head_dim;
+  const int64_t hid = cfg_.hidden_size, inter = cfg_.intermediate_size;
+  out.model_type = cfg_.model_type;
+  out.layers = cfg_.num_hidden_layers;
+  out.shape = {{{H * D, hid}, {KV * D, hid}, {KV * D, hid}, {hid, H * D}, {inter, hid}, {inter, hid}, {hid, inter}}};
+  return true;
+}
+
 Tensor DecoderModel::attention_block(const Layer& L, int li, const Tensor& h, const Tensor& positions,
-                                     const BatchInput& in) {
+                                     const BatchInput& in, const LoraBatch& lora) {
   const int64_t N = h.dim(0), H = cfg_.num_attention_heads, KV = cfg_.num_key_value_heads, D = cfg_.head_dim;
   std::vector<const Tensor*> qkv_bias;
   if (opt_.qkv_bias) qkv_bias = {&L.bq, &L.bk, &L.bv};
   std::vector<Tensor> qkv = ops::linear_many(h, {&L.wq, &L.wk, &L.wv}, qkv_bias);
+  if (!lora.empty())
+    for (int i = 0; i < 3; ++i) lora.add(qkv[static_cast<size_t>(i)], h, li, static_cast<LoraTarget>(i));
   Tensor q = qkv[0].reshape({N, H, D});
   Tensor k = qkv[1].reshape({N, KV, D});
   Tensor v = qkv[2].reshape({N, KV, D});
@@ -175,16 +188,32 @@ Tensor DecoderModel::forward(const BatchInput& in) {
   Tensor positions = in.step ? in.step->positions : Tensor::from_i32(pos, {N}).to(device_);
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
 
+  // Adapters stay beside the base weights: each projection adds its rows'
+  // low-rank updates after the base product (nothing to do for a base-only batch).
+  const LoraBatch lora(in);
+  INGOT_CHECK(lora.empty() || (!in.step && !tp_), "LoRA rows in a captured step or a tensor-parallel model");
   Tensor x = ops::embedding(embed_, ids);
   for (size_t li = 0; li < layers_.size(); ++li) {
     const Layer& L = layers_[li];
+    const int64_t l = static_cast<int64_t>(li);
     Tensor h = ops::rms_norm(x, L.attn_norm, eps);
-    Tensor o = attention_block(L, static_cast<int>(li), h, positions, in);
+    Tensor o = attention_block(L, static_cast<int>(li), h, positions, in, lora);
     x = row_parallel_residual(o, L.wo, L.bo.defined() ? &L.bo : nullptr, x);
+    lora.add(x, o, l, LoraTarget::O);
     h = ops::rms_norm(x, L.mlp_norm, eps);
-    Tensor a = ops::glu_linear(GluOp::SwiGlu, h, L.gate, L.up, L.gate_b.defined() ? &L.gate_b : nullptr,
-                               L.up_b.defined() ? &L.up_b : nullptr);
+    const Tensor* gate_b = L.gate_b.defined() ? &L.gate_b : nullptr;
+    const Tensor* up_b = L.up_b.defined() ? &L.up_b : nullptr;
+    Tensor a;
+    if (lora.empty()) {
+      a = ops::glu_linear(GluOp::SwiGlu, h, L.gate, L.up, gate_b, up_b);
+    } else {
+      Tensor g = ops::linear(h, L.gate, gate_b), u = ops::linear(h, L.up, up_b);
+      lora.add(g, h, l, LoraTarget::Gate);
+      lora.add(u, h, l, LoraTarget::Up);
+      a = ops::glu(GluOp::SwiGlu, g, u);
+    }
     x = row_parallel_residual(a, L.down, L.down_b.defined() ? &L.down_b : nullptr, x);
+    lora.add(x, a, l, LoraTarget::Down);
   }
   if (static_cast<int64_t>(pick.size()) != N) x = ops::gather_rows(x, pick);
   x = ops::rms_norm(x, final_norm_, eps);

@@ -4,6 +4,7 @@
 #include <memory>
 #include <vector>
 
+#include "models/lora.h"
 #include "models/model.h"
 
 namespace ingot {
@@ -29,6 +30,7 @@ class DecoderModel final : public Model {
   Device device() const override { return device_; }
   size_t weight_bytes() const override { return weight_bytes_; }
   bool supports_step_inputs() const override { return true; }
+  bool lora_targets(LoraTargets& out) const override;
 
  private:
   struct Layer {
@@ -41,7 +43,7 @@ class DecoderModel final : public Model {
   };
   // Attention output before o_proj, [N, H * D].
   Tensor attention_block(const Layer& L, int layer_index, const Tensor& h, const Tensor& positions,
-                         const BatchInput& in);
+                         const BatchInput& in, const LoraBatch& lora);
   // residual + a·wᵀ (+ b) for o_proj / down_proj; under tensor parallelism
   // the rank's partial product is summed over ranks.
   Tensor row_parallel_residual(const Tensor& a, const Weight& w, const Tensor* b, const Tensor& residual) const;

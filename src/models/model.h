@@ -12,11 +12,15 @@
 
 namespace ingot {
 
+class LoraAdapter;
+struct LoraTargets;
+
 // One sequence's slice of a batched forward pass.
 struct SeqInput {
   kv::SequenceCache* cache = nullptr;
   int64_t n_tokens = 0;      // consecutive tokens in BatchInput::tokens
   bool all_logits = false;   // logits for every token, else only the last
+  const LoraAdapter* lora = nullptr;  // applied to this sequence's rows; nullptr: the base model
 };
 
 // Inputs of a graph-replayable step, already on the model's device, so a
@@ -65,6 +69,12 @@ class Model {
   // True when forward() honours BatchInput::step, so it can be captured once
   // and replayed for every token.
   virtual bool supports_step_inputs() const { return false; }
+  // The projections LoRA adapters may target (models/lora.h); false when
+  // this model takes no adapters (then `out` is untouched).
+  virtual bool lora_targets(LoraTargets& out) const {
+    (void)out;
+    return false;
+  }
 };
 
 // A new, empty cache for one sequence of `model`.

@@ -42,6 +42,15 @@ struct AttnParams {
   int64_t key_base = 0;
 };
 
+// One group of rows sharing a low-rank update (a LoRA adapter's pair for one
+// projection): y[rows] += (x[rows] · aᵀ) · bᵀ, a [r, K], b [M, r] with the
+// adapter's scale already folded into b. rows empty: every row of x.
+struct LowRankGroup {
+  const Weight* a = nullptr;
+  const Weight* b = nullptr;
+  std::vector<int64_t> rows;
+};
+
 // A captured step of device work (a CUDA graph) that replays as one launch.
 class StepGraph {
  public:
@@ -107,6 +116,13 @@ class Backend {
   // dst[rows[i]] += weights[i] * src[i] for i in order; dst [N, D], src [len(rows), D].
   virtual void scatter_add_rows(Tensor& dst, const Tensor& src, const std::vector<int64_t>& rows,
                                 const std::vector<float>& weights);
+
+  // For each group: y[rows] += (x[rows] · aᵀ) · bᵀ, in place; y [N, M] float32
+  // contiguous, x [N, K]. Rows of different groups may interleave (a batch
+  // mixing adapters); a row in no group is left as it is. The default is a
+  // shrink (one linear per group on its gathered rows) then an expand
+  // scattered back, composed from linear / gather_rows / scatter_add_rows.
+  virtual void low_rank_add(Tensor& y, const Tensor& x, const std::vector<LowRankGroup>& groups);
 
   // ---- Fused forms of common sequences; the defaults compose the plain ops,
   // so a backend overrides them only where one kernel does the work of several.

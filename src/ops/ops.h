@@ -53,6 +53,9 @@ inline void scatter_add_rows(Tensor& dst, const Tensor& src, const std::vector<i
                              const std::vector<float>& w) {
   be(dst).scatter_add_rows(dst, src, rows, w);
 }
+inline void low_rank_add(Tensor& y, const Tensor& x, const std::vector<LowRankGroup>& groups) {
+  if (!groups.empty()) be(y).low_rank_add(y, x, groups);
+}
 inline Tensor linear_residual(const Tensor& x, const Weight& w, const Tensor* bias, const Tensor& residual) {
   return be(x).linear_residual(x, w, bias, residual);
 }

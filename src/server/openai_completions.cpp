@@ -4,6 +4,7 @@
 #include "server/api_error.h"
 #include "server/generation.h"
 #include "server/json_fields.h"
+#include "server/lora_registry.h"
 #include "server/routes.h"
 #include "server/service.h"
 #include "server/speech_worker.h"
@@ -164,6 +165,11 @@ HttpResponse completions(Service& svc, const HttpRequest& req) {
 }
 
 namespace {
+json adapter_entry(const Service& svc, const LoraRegistry::Listed& a) {
+  return {{"id", a.name}, {"object", "model"}, {"created", unix_time()}, {"owned_by", "ingot"},
+          {"root", a.path}, {"parent", svc.options().model_id}, {"max_model_len", svc.options().context_length}};
+}
+
 json speech_model_entry(const Service& svc) {
   // "audio": the web page shows its transcription button for such a model.
   return {{"id", svc.speech()->model_id()}, {"object", "model"}, {"created", unix_time()}, {"owned_by", "ingot"},
@@ -179,10 +185,15 @@ HttpResponse list_models(Service& svc, const HttpRequest& req) {
     std::string want = req.path.substr(prefix.size());
     if (want == svc.options().model_id) return json_response(svc.options().text_model ? model : speech_model_entry(svc));
     if (svc.speech() && svc.speech()->serves(want)) return json_response(speech_model_entry(svc));
+    if (svc.loras())
+      for (const auto& a : svc.loras()->list())
+        if (a.name == want) return json_response(adapter_entry(svc, a));
     throw ApiError(404, "model '" + want + "' not found", "model", "model_not_found");
   }
   json data = json::array({svc.options().text_model || !svc.speech() ? model : speech_model_entry(svc)});
   if (svc.speech() && svc.speech()->model_id() != svc.options().model_id) data.push_back(speech_model_entry(svc));
+  if (svc.loras())
+    for (const auto& a : svc.loras()->list()) data.push_back(adapter_entry(svc, a));
   return json_response({{"object", "list"}, {"data", data}});
 }
 

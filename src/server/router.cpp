@@ -67,6 +67,8 @@ Router::Router(Service& svc) : svc_(svc) {
   add("GET", "/models", bind(list_models));
   add("POST", "/v1/audio/transcriptions", bind(audio_transcriptions));
   add("POST", "/v1/audio/translations", bind(audio_translations));
+  add("POST", "/v1/load_lora_adapter", bind(load_lora_adapter));
+  add("POST", "/v1/unload_lora_adapter", bind(unload_lora_adapter));
 }
 
 void Router::add(std::string method, std::string path, Handler h, bool prefix, bool auth) {

@@ -23,6 +23,8 @@ HttpResponse health(Service& svc, const HttpRequest& req);
 HttpResponse metrics(Service& svc, const HttpRequest& req);
 HttpResponse audio_transcriptions(Service& svc, const HttpRequest& req);
 HttpResponse audio_translations(Service& svc, const HttpRequest& req);
+HttpResponse load_lora_adapter(Service& svc, const HttpRequest& req);
+HttpResponse unload_lora_adapter(Service& svc, const HttpRequest& req);
 // Routes that need a text model (refused when only a speech model is served).
 bool needs_text_model(const std::string& method, const std::string& path);
 

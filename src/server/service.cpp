@@ -5,6 +5,7 @@
 
 #include "server/api_error.h"
 #include "server/json_fields.h"
+#include "server/lora_registry.h"
 #include "server/speech_worker.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -158,6 +159,7 @@ void Service::check_prompt_length(size_t n, const char* param) const {
 void Service::check_model(const json& body) const {
   auto model = opt_string(body, "model");
   if (!model || model->empty() || *model == opt_.model_id || *model == "default") return;
+  if (loras_ && loras_->has(*model)) return;
   for (const auto& a : opt_.model_aliases)
     if (*model == a) return;
   // The other model this server holds is the speech model: never a text model.
@@ -170,8 +172,20 @@ void Service::check_model(const json& body) const {
                "' (--strict-model-name refuses other names)");
 }
 
+std::shared_ptr<const LoraAdapter> Service::lora_for(const json& body) const {
+  if (!loras_) return nullptr;
+  if (auto model = opt_string(body, "model"); model && loras_->has(*model)) {
+    // Unloaded between the check and now: the request fails rather than
+    // silently running on the base model.
+    if (auto a = loras_->get(*model)) return a;
+    throw ApiError(404, "LoRA adapter '" + *model + "' was unloaded", "model", "model_not_found");
+  }
+  return loras_->get_default();
+}
+
 engine::Request Service::base_request(const json& body, std::vector<int32_t> prompt, const char* max_key) const {
   engine::Request r;
+  r.lora = lora_for(body);
   auto& s = r.sampling;
   s.temperature = static_cast<float>(opt_number(body, "temperature", 0, 2).value_or(opt_.temperature));
   s.top_p = static_cast<float>(opt_number(body, "top_p", 0, 1).value_or(opt_.top_p));

@@ -53,6 +53,8 @@ struct ServeOptions {
   bool embeddings = false;  // the model is an embedding model
   bool text_model = true;   // false: only a speech model is served (text routes answer 400)
   std::string embedding_pooling = "last";  // /v1/embeddings: last | mean (anything else is refused)
+  // /v1/load_lora_adapter and /v1/unload_lora_adapter without --api-key.
+  bool allow_runtime_lora = false;
 };
 
 // A bounded in-memory store of Responses-API conversations (oldest evicted).
@@ -78,6 +80,7 @@ struct Prompt {
 };
 
 class SpeechWorker;
+class LoraRegistry;
 
 class Service {
  public:
@@ -91,6 +94,12 @@ class Service {
   // The speech-to-text model behind /v1/audio/*, when one is served.
   SpeechWorker* speech() const { return speech_; }
   void set_speech(SpeechWorker* w) { speech_ = w; }
+  // The LoRA adapters requests may name (null: none are served).
+  LoraRegistry* loras() const { return loras_; }
+  void set_loras(LoraRegistry* r) { loras_ = r; }
+  // The adapter a request body's `model` selects: a named adapter, else the
+  // default one (--adapter-path), else null (the base model).
+  std::shared_ptr<const LoraAdapter> lora_for(const json& body) const;
 
   // Renders OpenAI-style messages (string or text-part content, tool calls,
   // tool results) with the chat template; 400 on anything it cannot render.
@@ -117,6 +126,7 @@ class Service {
   Metrics metrics_;
   ResponseStore responses_;
   SpeechWorker* speech_ = nullptr;
+  LoraRegistry* loras_ = nullptr;
   mutable std::atomic<bool> other_name_logged_{false};
 };
 

@@ -228,3 +228,27 @@ TEST(PrefixCacheExact, EntriesAreFoundOnlyWhole) {
     EXPECT_EQ(pc.lookup(other, 39).tokens, exact ? 0 : 16) << exact;
   }
 }
+
+TEST(PrefixCache, ScopesNeverShareEntries) {
+  // A prefix published under one LoRA adapter's scope is invisible under the
+  // base model's (0) and any other adapter's, for the same tokens.
+  PrefixCache pc(42, 4);
+  std::vector<int32_t> a = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  auto model = prefix_model();
+  auto cache = new_cache(*model);
+  BatchInput in;
+  in.tokens = a;
+  in.seqs.push_back({cache.get(), 9, false});
+  model->forward(in);
+  pc.publish(a, 9, *cache, 100, /*scope=*/7);
+  EXPECT_EQ(pc.lookup(a, 9, 7).tokens, 8);
+  EXPECT_EQ(pc.lookup(a, 9).tokens, 0);
+  EXPECT_EQ(pc.lookup(a, 9, 8).tokens, 0);
+  EXPECT_TRUE(pc.contains_chain(a, 8, 7));
+  EXPECT_FALSE(pc.contains_chain(a, 8, 0));
+  EXPECT_NE(pc.chain(a, 8, 7)[0], pc.chain(a, 8, 0)[0]);
+  // The base model publishes its own entry beside it.
+  pc.publish(a, 9, *cache, 100);
+  EXPECT_EQ(pc.entries(), 2);
+  EXPECT_EQ(pc.lookup(a, 9).tokens, 8);
+}

@@ -127,3 +127,47 @@ TEST(Moe, GroupedEqualsPerTokenReference) {
 }
 
 }  // namespace
+
+TEST(LowRankAdd, InterleavedGroupsEqualPerRowLoop) {
+  // Rows of two low-rank updates interleaved with rows of none (a batch
+  // mixing two adapters and the base model) against a per-row double loop.
+  std::mt19937 g(11);
+  const int64_t N = 7, K = 12, M = 10;
+  Tensor x = randn({N, K}, g);
+  Tensor y0 = randn({N, M}, g);
+  Weight a1, b1, a2, b2;
+  a1.data = randn({3, K}, g);
+  b1.data = randn({M, 3}, g);
+  a2.data = randn({5, K}, g);
+  b2.data = randn({M, 5}, g);
+  const std::vector<int64_t> rows1 = {0, 3, 4}, rows2 = {1, 6};
+  Tensor y = Tensor::from_f32(y0.to_f32_vector(), {N, M});
+  ops::low_rank_add(y, x, {{&a1, &b1, rows1}, {&a2, &b2, rows2}});
+  auto X = x.to_f32_vector(), Y = y0.to_f32_vector();
+  auto apply = [&](const Weight& a, const Weight& b, int64_t r, const std::vector<int64_t>& rows) {
+    auto A = a.data.to_f32_vector(), B = b.data.to_f32_vector();
+    for (int64_t row : rows)
+      for (int64_t m = 0; m < M; ++m) {
+        double s = 0;
+        for (int64_t j = 0; j < r; ++j) {
+          double t = 0;
+          for (int64_t k = 0; k < K; ++k) t += double(A[j * K + k]) * X[row * K + k];
+          s += double(B[m * r + j]) * t;
+        }
+        Y[row * M + m] += static_cast<float>(s);
+      }
+  };
+  apply(a1, b1, 3, rows1);
+  apply(a2, b2, 5, rows2);
+  EXPECT_LT(rel(y, Tensor::from_f32(Y, {N, M})), 1e-6);
+  // Rows 2 and 5 belong to no group: untouched, bit for bit.
+  auto got = y.to_f32_vector(), base = y0.to_f32_vector();
+  for (int64_t row : {2, 5})
+    for (int64_t m = 0; m < M; ++m) EXPECT_EQ(got[row * M + m], base[row * M + m]);
+  // An empty row list means every row.
+  Tensor all = Tensor::from_f32(y0.to_f32_vector(), {N, M});
+  ops::low_rank_add(all, x, {{&a1, &b1, {}}});
+  Tensor expect = Tensor::from_f32(y0.to_f32_vector(), {N, M});
+  ops::low_rank_add(expect, x, {{&a1, &b1, {0, 1, 2, 3, 4, 5, 6}}});
+  EXPECT_LT(rel(all, expect), 1e-7);
+}

@@ -1,0 +1,150 @@
+"""Decode cost of LoRA adapters in `ingot serve` against the base model alone,
+measured with `ingot bench serve`: random PEFT adapters of each rank on every
+projection (q/k/v/o/gate/up/down of every layer) of a llama-family GGUF model.
+
+Per rank, one server holds 4 adapters; two workloads run against it:
+  single stream: 1 request at a time naming one adapter (vs naming the base);
+  16 streams:    4 `bench serve` clients at concurrency 4, one per adapter
+                 (vs the same 4 clients naming the base).
+Base and adapter runs alternate on the same server so a load change on a
+shared machine hits both alike.
+
+  python3 bench/lora_bench.py --bin build/src/cli/ingot --model SmolLM2.gguf --ranks 8,16,64
+"""
+import argparse
+import json
+import os
+import pathlib
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+from gguf import GGUFReader
+from safetensors.numpy import save_file
+
+BLOCK = {"q_proj": "self_attn", "k_proj": "self_attn", "v_proj": "self_attn", "o_proj": "self_attn",
+         "gate_proj": "mlp", "up_proj": "mlp", "down_proj": "mlp"}
+
+
+def shapes(gguf_path):
+    """(layers, {module: (out, in)}) from a llama-family GGUF file's metadata."""
+    r = GGUFReader(gguf_path)
+    arch = bytes(r.fields["general.architecture"].parts[-1]).decode()
+
+    def meta(key):
+        f = r.fields[f"{arch}.{key}"]
+        return int(f.parts[-1][0])
+    hid, inter, layers = meta("embedding_length"), meta("feed_forward_length"), meta("block_count")
+    heads, kv = meta("attention.head_count"), meta("attention.head_count_kv")
+    d = hid // heads
+    return layers, {"q_proj": (heads * d, hid), "k_proj": (kv * d, hid), "v_proj": (kv * d, hid),
+                    "o_proj": (hid, heads * d), "gate_proj": (inter, hid), "up_proj": (inter, hid),
+                    "down_proj": (hid, inter)}
+
+
+def write_adapter(dst, layers, mods, rank, seed):
+    rng = np.random.default_rng(seed)
+    t = {}
+    for i in range(layers):
+        for m, (o, n) in mods.items():
+            p = f"base_model.model.model.layers.{i}.{BLOCK[m]}.{m}."
+            t[p + "lora_A.weight"] = (rng.standard_normal((rank, n)) * 0.01).astype(np.float32)
+            t[p + "lora_B.weight"] = (rng.standard_normal((o, rank)) * 0.01).astype(np.float32)
+    dst.mkdir(parents=True)
+    (dst / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": rank, "lora_alpha": 2 * rank,
+                                                         "target_modules": list(mods)}))
+    save_file(t, str(dst / "adapter_model.safetensors"))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(binary, model, flags):
+    port = free_port()
+    p = subprocess.Popen([binary, "serve", "--model", model, "--port", str(port), "--ctx", "1024",
+                          "--max-concurrency", "16", "--prompt-cache-size", "0", *flags],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    for line in p.stdout:
+        if "serving" in line and "http://" in line:
+            return p, f"http://127.0.0.1:{port}"
+    raise SystemExit("server did not start")
+
+
+def bench(binary, url, models, conc, n_prompts, args, tmp):
+    """Output tokens/s over all clients and the median TPOT (ms) of every request."""
+    procs, outs = [], []
+    for i, m in enumerate(models):
+        out = pathlib.Path(tmp) / f"r{time.monotonic_ns()}-{i}.json"
+        outs.append(out)
+        procs.append(subprocess.Popen(
+            [binary, "bench", "serve", "--url", url, "--model", m, "--concurrency", str(conc),
+             "--num-prompts", str(n_prompts), "--input-len", str(args.input_len), "--output-len",
+             str(args.output_len), "--seed", str(i + 1), "--vocab-range", "100:40000", "--json", str(out)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+    t0 = time.perf_counter()
+    for p in procs:
+        _, err = p.communicate(timeout=1200)
+        if p.returncode != 0:
+            raise SystemExit(err)
+    wall = time.perf_counter() - t0
+    tpots, tokens = [], 0
+    for out in outs:
+        j = json.loads(out.read_text())
+        for r in j["levels"][0]["per_request"]:
+            tokens += r["output_tokens"]
+            if r.get("tpot_ms") is not None:
+                tpots.append(r["tpot_ms"])
+    return tokens / wall, statistics.median(tpots)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--ranks", default="8,16,64")
+    ap.add_argument("--input-len", type=int, default=32)
+    ap.add_argument("--output-len", type=int, default=64)
+    ap.add_argument("--rounds", type=int, default=2)
+    args = ap.parse_args()
+    layers, mods = shapes(args.model)
+    print(f"load average at start: {os.getloadavg()}")
+    print("| rank | workload | base tok/s | LoRA tok/s | base TPOT ms | LoRA TPOT ms | TPOT cost |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    with tempfile.TemporaryDirectory() as tmp:
+        for rank in [int(x) for x in args.ranks.split(",")]:
+            flags = []
+            for i in range(4):
+                d = pathlib.Path(tmp) / f"r{rank}-{i}"
+                write_adapter(d, layers, mods, rank, seed=100 * rank + i)
+                flags += ["--lora", f"a{i}={d}"]
+            p, url = start(args.bin, args.model, flags + ["--max-lora-rank", str(max(rank, 64))])
+            try:
+                for name, base_models, lora_models, conc, n in [
+                        ("1 stream", ["base"], ["a0"], 1, 4),
+                        ("16 streams, 4 adapters", ["base"] * 4, ["a0", "a1", "a2", "a3"], 4, 8)]:
+                    bench(args.bin, url, base_models, conc, 2, args, tmp)  # warm-up
+                    res = {"base": [], "lora": []}
+                    for _ in range(args.rounds):
+                        res["base"].append(bench(args.bin, url, base_models, conc, n, args, tmp))
+                        res["lora"].append(bench(args.bin, url, lora_models, conc, n, args, tmp))
+                    bt = statistics.median(x[0] for x in res["base"])
+                    lt = statistics.median(x[0] for x in res["lora"])
+                    bp = statistics.median(x[1] for x in res["base"])
+                    lp = statistics.median(x[1] for x in res["lora"])
+                    print(f"| {rank} | {name} | {bt:.1f} | {lt:.1f} | {bp:.2f} | {lp:.2f} | "
+                          f"{100 * (lp / bp - 1):+.1f} % |", flush=True)
+            finally:
+                p.terminate()
+                p.wait(timeout=30)
+    print(f"load average at end: {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+// LoRA adapters over a loaded base model, never merged into its weights:
+// read from PEFT (adapter_config.json + adapter_model.safetensors) or MLX-LM
+// (adapter_config.json + adapters.safetensors) files, checked against the
+// projections the model exposes, and applied per batch row, so one forward
+// pass mixes sequences of different adapters and of none.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/model.h"
+#include "ops/weight.h"
+
+namespace ingot {
+
+// The projections of a decoder layer an adapter may target.
+enum class LoraTarget : int { Q, K, V, O, Gate, Up, Down };
+constexpr int kLoraTargets = 7;
+// The Hugging Face module name: "q_proj", ..., "down_proj".
+const char* lora_target_name(LoraTarget t);
+
+// What a model can take adapters on: per projection its [out, in] shape
+// ({0, 0}: that projection takes none).
+struct LoraTargets {
+  std::string model_type;
+  int64_t layers = 0;
+  std::array<std::array<int64_t, 2>, kLoraTargets> shape{};
+};
+
+struct LoraLimits {
+  int max_rank = 64;
+};
+
+class LoraAdapter {
+ public:
+  // Reads the adapter folder `dir` (either format) for a model described by
+  // `targets`, onto `device`. Every problem is an Error naming the file or
+  // tensor: missing/corrupt files, a rank above the limit, shapes or layers
+  // that do not match the base, modules the model has no slot for,
+  // modules_to_save, DoRA.
+  static std::shared_ptr<const LoraAdapter> load(const std::string& dir, const LoraTargets& targets,
+                                                 const LoraLimits& limits, Device device);
+
+  // True when every pair matches `targets` (the adapter was loaded for such a model).
+  bool fits(const LoraTargets& targets) const;
+
+  struct Pair {
+    Weight a;  // [r, in] float32
+    Weight b;  // [out, r] float32, scale folded in
+  };
+  // The pair on `layer`'s projection `t`, or nullptr when the adapter leaves it alone.
+  const Pair* pair(int64_t layer, LoraTarget t) const;
+
+  const std::string& path() const { return path_; }
+  const std::string& format() const { return format_; }  // "peft" or "mlx"
+  int rank() const { return rank_; }
+  float scale() const { return scale_; }
+  size_t bytes() const { return bytes_; }
+  // Distinct for every load, so state derived from one load (cached
+  // prefixes) is never reused for another, even of the same path.
+  uint64_t key() const { return key_; }
+
+ private:
+  std::string path_, format_;
+  int rank_ = 0;
+  float scale_ = 1;
+  size_t bytes_ = 0;
+  uint64_t key_ = 0;
+  std::vector<std::array<std::unique_ptr<Pair>, kLoraTargets>> layers_;
+};
+
+// LoraAdapter::load for `model` on its device; Unsupported when the model
+// takes no adapters.
+std::shared_ptr<const LoraAdapter> load_lora_adapter(const Model& model, const std::string& dir,
+                                                     const LoraLimits& limits);
+
+// The adapters of one packed batch grouped by rows, so each projection adds
+// one low-rank update per distinct adapter.
+class LoraBatch {
+ public:
+  explicit LoraBatch(const BatchInput& in);
+  bool empty() const { return groups_.empty(); }
+  // y += the per-row adapter update of layer `layer`'s projection `t` on x.
+  void add(Tensor& y, const Tensor& x, int64_t layer, LoraTarget t) const;
+
+ private:
+  struct Group {
+    const LoraAdapter* adapter;
+    std::vector<int64_t> rows;  // empty: every row of the batch
+  };
+  std::vector<Group> groups_;
+};
+
+}  // namespace ingot

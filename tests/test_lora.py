@@ -1,0 +1,221 @@
+"""LoRA adapters through `ingot logits` / `ingot generate`: a random adapter
+applied unmerged gives the logits of the same model with the adapter merged
+into its weights (numpy) run through the plain base path, in PEFT (alpha / r,
+rslora alpha / sqrt(r)) and MLX-LM (scale) formats; every bad adapter is one
+clear error line."""
+import json
+import math
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file, save_file
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent / "tools"))
+import lora_adapters as la  # noqa: E402
+from tiny_llama import tiny_llama  # noqa: E402
+
+VOCAB = 256
+PROMPT = "3,17,200,5,9,44,101,7"
+STEPS = 6
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    config, t = tiny_llama(VOCAB, VOCAB - 1)
+    d = tmp_path_factory.mktemp("lora-base")
+    (d / "config.json").write_text(json.dumps(config))
+    save_file(t, str(d / "model.safetensors"))
+    return d, config, t
+
+
+def write_model(d: pathlib.Path, config, tensors):
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "config.json").write_text(json.dumps(config))
+    save_file(tensors, str(d / "model.safetensors"))
+    return d
+
+
+def run(ingot_bin, *args):
+    return subprocess.run([ingot_bin, *map(str, args)], capture_output=True, text=True, timeout=120)
+
+
+def logits(ingot_bin, model, out, *extra):
+    r = run(ingot_bin, "logits", "--model", model, "--prompt-ids", PROMPT, "--steps", STEPS, "--out", out, *extra)
+    assert r.returncode == 0, r.stderr
+    return load_file(str(out))
+
+
+def assert_same_logits(got, want):
+    for k in ("prompt_logits", "step_logits"):
+        scale = float(np.abs(want[k]).max())
+        np.testing.assert_allclose(got[k], want[k], rtol=0, atol=2e-5 * scale, err_msg=k)
+    assert got["greedy_ids"].tolist() == want["greedy_ids"].tolist()
+
+
+def check_against_merged(ingot_bin, base, tmp_path, adapter, pairs, scale):
+    d, config, t = base
+    merged = write_model(tmp_path / "merged", config, la.merged(t, pairs, scale))
+    want = logits(ingot_bin, merged, tmp_path / "merged.safetensors")
+    got = logits(ingot_bin, d, tmp_path / "lora.safetensors", "--lora", adapter)
+    plain = logits(ingot_bin, d, tmp_path / "plain.safetensors")
+    # The adapter changes the answer (else the comparison proves nothing).
+    assert np.abs(plain["prompt_logits"] - want["prompt_logits"]).max() > 0.1
+    assert_same_logits(got, want)
+    return got
+
+
+def test_peft_all_projections_equals_merged(ingot_bin, base, tmp_path):
+    pairs = la.random_pairs(base[2], rank=8)
+    adapter = la.write_peft(tmp_path / "peft", pairs, rank=8, alpha=16)
+    check_against_merged(ingot_bin, base, tmp_path, adapter, pairs, 16 / 8)
+
+
+def test_peft_rslora_equals_merged(ingot_bin, base, tmp_path):
+    pairs = la.random_pairs(base[2], rank=4, seed=2)
+    adapter = la.write_peft(tmp_path / "rs", pairs, rank=4, alpha=6, rslora=True)
+    check_against_merged(ingot_bin, base, tmp_path, adapter, pairs, 6 / math.sqrt(4))
+
+
+def test_peft_some_projections_some_layers(ingot_bin, base, tmp_path):
+    pairs = la.random_pairs(base[2], rank=2, targets=["q_proj", "v_proj", "down_proj"], layers=[1], seed=3, std=0.5)
+    adapter = la.write_peft(tmp_path / "qv", pairs, rank=2, alpha=4)
+    check_against_merged(ingot_bin, base, tmp_path, adapter, pairs, 2.0)
+
+
+def test_mlx_format_equals_merged(ingot_bin, base, tmp_path):
+    pairs = la.random_pairs(base[2], rank=4, seed=4)
+    adapter = la.write_mlx(tmp_path / "mlx", pairs, rank=4, scale=1.5)
+    check_against_merged(ingot_bin, base, tmp_path, adapter, pairs, 1.5)
+
+
+def test_generate_with_adapter_follows_merged_greedy(ingot_bin, base, tmp_path):
+    d, config, t = base
+    pairs = la.random_pairs(t, rank=8, seed=5)
+    adapter = la.write_peft(tmp_path / "g", pairs, rank=8, alpha=16)
+    merged = write_model(tmp_path / "merged", config, la.merged(t, pairs, 2.0))
+    want = logits(ingot_bin, merged, tmp_path / "m.safetensors")["greedy_ids"].tolist()
+    r = run(ingot_bin, "generate", "--model", d, "--lora", adapter, "--prompt-ids", PROMPT,
+            "--max-tokens", STEPS, "--ignore-eos")
+    assert r.returncode == 0, r.stderr
+    assert [int(x) for x in r.stdout.strip().split(",")] == want
+
+
+def test_transformers_peft_reference(ingot_bin, base, tmp_path):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    peft = pytest.importorskip("peft")
+    d, config, t = base
+    pairs = la.random_pairs(t, rank=4, seed=6)
+    adapter = la.write_peft(tmp_path / "ref", pairs, rank=4, alpha=8)
+    model = transformers.AutoModelForCausalLM.from_pretrained(str(d), torch_dtype=torch.float32)
+    model = peft.PeftModel.from_pretrained(model, str(adapter)).eval()
+    ids = torch.tensor([[int(x) for x in PROMPT.split(",")]])
+    with torch.no_grad():
+        want = model(ids).logits[0].numpy()
+    got = logits(ingot_bin, d, tmp_path / "o.safetensors", "--lora", adapter)["prompt_logits"]
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-4 * float(np.abs(want).max()))
+
+
+# ---- bad adapters: one clear error line each, exit code 1.
+
+def assert_error(ingot_bin, base, tmp_path, adapter, needle, *extra):
+    r = run(ingot_bin, "logits", "--model", base[0], "--prompt-ids", PROMPT, "--steps", 1,
+            "--out", tmp_path / "x.safetensors", "--lora", adapter, *extra)
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("ingot: error:"), r.stderr
+    assert needle.lower() in lines[0].lower(), lines[0]
+
+
+def test_rank_above_limit(ingot_bin, base, tmp_path):
+    pairs = la.random_pairs(base[2], rank=8, targets=["q_proj"])
+    adapter = la.write_peft(tmp_path / "a", pairs, rank=8, alpha=8)
+    assert_error(ingot_bin, base, tmp_path, adapter, "rank 8 is above the limit 4", "--max-lora-rank", 4)
+
+
+def test_shape_mismatch(ingot_bin, base, tmp_path):
+    pairs = la.random_pairs(base[2], rank=2, targets=["k_proj"])
+    a, b = pairs[(0, "k_proj")]
+    pairs[(0, "k_proj")] = (np.zeros((2, 32), np.float32), b)
+    adapter = la.write_peft(tmp_path / "a", pairs, rank=2, alpha=2)
+    assert_error(ingot_bin, base, tmp_path, adapter, "does not match the base projection")
+
+
+def test_adapter_of_another_architecture(ingot_bin, base, tmp_path):
+    # A GPT-2 style adapter: Conv1D c_attn modules under transformer.h.N.
+    d = tmp_path / "gpt2"
+    d.mkdir()
+    (d / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": 2, "lora_alpha": 2}))
+    save_file({"base_model.model.transformer.h.0.attn.c_attn.lora_A.weight": np.zeros((2, 64), np.float32),
+               "base_model.model.transformer.h.0.attn.c_attn.lora_B.weight": np.zeros((192, 2), np.float32)},
+              str(d / "adapter_model.safetensors"))
+    assert_error(ingot_bin, base, tmp_path, d, "targets no decoder-layer projection")
+
+
+def test_more_layers_than_the_base(ingot_bin, base, tmp_path):
+    config, t = tiny_llama(VOCAB, VOCAB - 1)
+    deeper = dict(t)
+    for k in list(t):
+        if k.startswith("model.layers.1."):
+            deeper[k.replace("layers.1.", "layers.5.")] = t[k]
+    pairs = la.random_pairs(deeper, rank=2, targets=["q_proj"], layers=[5])
+    adapter = la.write_peft(tmp_path / "a", pairs, rank=2, alpha=2)
+    assert_error(ingot_bin, base, tmp_path, adapter, "beyond the base model's 2 layers")
+
+
+def test_missing_files(ingot_bin, base, tmp_path):
+    assert_error(ingot_bin, base, tmp_path, tmp_path / "nowhere", "not found")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert_error(ingot_bin, base, tmp_path, empty, "has neither adapter_config.json")
+    pairs = la.random_pairs(base[2], rank=2, targets=["q_proj"])
+    adapter = la.write_peft(tmp_path / "noweights", pairs, rank=2, alpha=2)
+    (adapter / "adapter_model.safetensors").unlink()
+    assert_error(ingot_bin, base, tmp_path, adapter, "adapter_model.safetensors")
+
+
+def test_corrupt_files(ingot_bin, base, tmp_path):
+    pairs = la.random_pairs(base[2], rank=2, targets=["q_proj"])
+    adapter = la.write_peft(tmp_path / "trunc", pairs, rank=2, alpha=2)
+    w = adapter / "adapter_model.safetensors"
+    w.write_bytes(w.read_bytes()[:100])
+    assert_error(ingot_bin, base, tmp_path, adapter, "adapter_model.safetensors")
+    adapter = la.write_peft(tmp_path / "badjson", pairs, rank=2, alpha=2)
+    (adapter / "adapter_config.json").write_text("{not json")
+    assert_error(ingot_bin, base, tmp_path, adapter, "is not valid JSON")
+    adapter = la.write_peft(tmp_path / "badrank", pairs, rank=2, alpha=2, r="two")
+    assert_error(ingot_bin, base, tmp_path, adapter, "'r' must be a positive integer")
+    adapter = la.write_peft(tmp_path / "wrongrank", pairs, rank=3, alpha=2)
+    assert_error(ingot_bin, base, tmp_path, adapter, "where the config says rank 3")
+    half = {k: v for k, v in load_file(str(w.parent.parent / "badjson" / "adapter_model.safetensors")).items()
+            if "lora_A" in k}
+    adapter = la.write_peft(tmp_path / "half", pairs, rank=2, alpha=2)
+    save_file(half, str(adapter / "adapter_model.safetensors"))
+    assert_error(ingot_bin, base, tmp_path, adapter, "only one of its two LoRA matrices")
+
+
+def test_unknown_target_modules(ingot_bin, base, tmp_path):
+    pairs = la.random_pairs(base[2], rank=2, targets=["q_proj"])
+    adapter = la.write_peft(tmp_path / "cfg", pairs, rank=2, alpha=2, target_modules=["q_proj", "lm_head"])
+    assert_error(ingot_bin, base, tmp_path, adapter, "unknown target module \"lm_head\"")
+    adapter = la.write_peft(tmp_path / "emb", pairs, rank=2, alpha=2)
+    t = load_file(str(adapter / "adapter_model.safetensors"))
+    t["base_model.model.model.layers.0.self_attn.rotary.lora_A.weight"] = np.zeros((2, 64), np.float32)
+    save_file(t, str(adapter / "adapter_model.safetensors"))
+    assert_error(ingot_bin, base, tmp_path, adapter, "targets unknown module 'self_attn.rotary'")
+
+
+def test_modules_to_save_and_dora_refused(ingot_bin, base, tmp_path):
+    pairs = la.random_pairs(base[2], rank=2, targets=["q_proj"])
+    adapter = la.write_peft(tmp_path / "mts", pairs, rank=2, alpha=2, modules_to_save=["lm_head"])
+    assert_error(ingot_bin, base, tmp_path, adapter, "modules_to_save")
+    adapter = la.write_peft(tmp_path / "dora", pairs, rank=2, alpha=2, use_dora=True)
+    assert_error(ingot_bin, base, tmp_path, adapter, "DoRA")
+    adapter = la.write_mlx(tmp_path / "mlxdora", pairs, rank=2, scale=1.0)
+    cfg = json.loads((adapter / "adapter_config.json").read_text())
+    cfg["fine_tune_type"] = "dora"
+    (adapter / "adapter_config.json").write_text(json.dumps(cfg))
+    assert_error(ingot_bin, base, tmp_path, adapter, "fine_tune_type 'dora'")

@@ -1,0 +1,65 @@
+"""Random LoRA adapters for a tiny_llama checkpoint, written in PEFT or MLX-LM
+format, and the same update merged into a copy of the weights with numpy."""
+import json
+import pathlib
+
+import numpy as np
+from safetensors.numpy import save_file
+
+BLOCK = {"q_proj": "self_attn", "k_proj": "self_attn", "v_proj": "self_attn", "o_proj": "self_attn",
+         "gate_proj": "mlp", "up_proj": "mlp", "down_proj": "mlp"}
+ALL_TARGETS = list(BLOCK)
+
+
+def random_pairs(tensors: dict, rank: int, targets=ALL_TARGETS, layers=None, seed: int = 1, std: float = 0.2):
+    """{(layer, module): (A [r, in], B [out, r])} for projections of `tensors`, B non-zero."""
+    rng = np.random.default_rng(seed)
+    n_layers = 1 + max(int(k.split(".")[2]) for k in tensors if k.startswith("model.layers."))
+    out = {}
+    for i in (range(n_layers) if layers is None else layers):
+        for m in targets:
+            w = tensors[f"model.layers.{i}.{BLOCK[m]}.{m}.weight"]
+            a = (rng.standard_normal((rank, w.shape[1])) * std).astype(np.float32)
+            b = (rng.standard_normal((w.shape[0], rank)) * std).astype(np.float32)
+            out[(i, m)] = (a, b)
+    return out
+
+
+def write_peft(dst: pathlib.Path, pairs: dict, rank: int, alpha: float, rslora=False, **config) -> pathlib.Path:
+    dst.mkdir(parents=True, exist_ok=True)
+    t = {}
+    for (i, m), (a, b) in pairs.items():
+        p = f"base_model.model.model.layers.{i}.{BLOCK[m]}.{m}."
+        t[p + "lora_A.weight"], t[p + "lora_B.weight"] = a, b
+    cfg = {"peft_type": "LORA", "r": rank, "lora_alpha": alpha, "use_rslora": rslora, "bias": "none",
+           "target_modules": sorted({m for _, m in pairs}), "modules_to_save": None, "task_type": "CAUSAL_LM"}
+    cfg.update(config)
+    (dst / "adapter_config.json").write_text(json.dumps(cfg))
+    save_file(t, str(dst / "adapter_model.safetensors"))
+    return dst
+
+
+def write_mlx(dst: pathlib.Path, pairs: dict, rank: int, scale: float) -> pathlib.Path:
+    """MLX-LM keeps lora_a as [in, r] and lora_b as [r, out] and multiplies by `scale`."""
+    dst.mkdir(parents=True, exist_ok=True)
+    t = {}
+    for (i, m), (a, b) in pairs.items():
+        p = f"model.layers.{i}.{BLOCK[m]}.{m}."
+        t[p + "lora_a"], t[p + "lora_b"] = np.ascontiguousarray(a.T), np.ascontiguousarray(b.T)
+    n_layers = len({i for i, _ in pairs})
+    cfg = {"fine_tune_type": "lora", "num_layers": n_layers,
+           "lora_parameters": {"rank": rank, "scale": scale, "dropout": 0.0,
+                               "keys": [f"{BLOCK[m]}.{m}" for m in sorted({m for _, m in pairs})]}}
+    (dst / "adapter_config.json").write_text(json.dumps(cfg))
+    save_file(t, str(dst / "adapters.safetensors"))
+    return dst
+
+
+def merged(tensors: dict, pairs: dict, scale: float) -> dict:
+    """The base weights with W + scale * B @ A on every adapted projection (float64 product, float32 result)."""
+    out = dict(tensors)
+    for (i, m), (a, b) in pairs.items():
+        k = f"model.layers.{i}.{BLOCK[m]}.{m}.weight"
+        out[k] = (tensors[k].astype(np.float64) + scale * (b.astype(np.float64) @ a.astype(np.float64))).astype(
+            np.float32)
+    return out

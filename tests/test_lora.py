@@ -219,3 +219,25 @@ def test_modules_to_save_and_dora_refused(ingot_bin, base, tmp_path):
     cfg["fine_tune_type"] = "dora"
     (adapter / "adapter_config.json").write_text(json.dumps(cfg))
     assert_error(ingot_bin, base, tmp_path, adapter, "fine_tune_type 'dora'")
+
+
+def test_bfloat16_base(ingot_bin, tmp_path):
+    # Over a bf16 checkpoint the adapter is kept in bf16 and activations are
+    # rounded as the base path rounds them: not bit-exact against the merged
+    # model, but far closer to it than the base model is.
+    config, t = tiny_llama(VOCAB, VOCAB - 1)
+    config["torch_dtype"] = "bfloat16"
+    base = tmp_path / "bf16"
+    base.mkdir()
+    (base / "config.json").write_text(json.dumps(config))
+    la.save_bf16(t, base / "model.safetensors")
+    rounded = {k: la.from_bf16(la.to_bf16(v)) for k, v in t.items()}
+    pairs = la.random_pairs(t, rank=8, seed=7)
+    adapter = la.write_peft(tmp_path / "a", pairs, rank=8, alpha=16)
+    f32 = dict(config, torch_dtype="float32")
+    merged = write_model(tmp_path / "merged", f32, la.merged(rounded, pairs, 2.0))
+    want = logits(ingot_bin, merged, tmp_path / "m.safetensors")["prompt_logits"]
+    got = logits(ingot_bin, base, tmp_path / "l.safetensors", "--lora", adapter)["prompt_logits"]
+    plain = logits(ingot_bin, base, tmp_path / "p.safetensors")["prompt_logits"]
+    err, effect = np.abs(got - want).max(), np.abs(plain - want).max()
+    assert effect > 1.0 and err < 0.05 * effect, (err, effect)

@@ -116,6 +116,7 @@ bool DecoderModel::lora_targets(LoraTargets& out) const {
   const int64_t hid = cfg_.hidden_size, inter = cfg_.intermediate_size;
   out.model_type = cfg_.model_type;
   out.layers = cfg_.num_hidden_layers;
+  out.dtype = kv_dtype_;  // float32 for float32 checkpoints, else bf16
   out.shape = {{{H * D, hid}, {KV * D, hid}, {KV * D, hid}, {hid, H * D}, {inter, hid}, {inter, hid}, {hid, inter}}};
   return true;
 }

@@ -260,8 +260,8 @@ std::shared_ptr<const LoraAdapter> LoraAdapter::load(const std::string& dir, con
       fail(ErrorKind::InvalidArgument, "LoRA adapter: ", what, ": update of shape [", b.dim(0), ", ", a.dim(1),
            "] does not match the base projection [", rows, ", ", cols, "] (an adapter for another model?)");
     auto pair = std::make_unique<Pair>();
-    pair->a.data = a.to(device);
-    pair->b.data = b.to(device);
+    pair->a.data = a.to(targets.dtype).to(device);
+    pair->b.data = b.to(targets.dtype).to(device);
     out->bytes_ += pair->a.nbytes() + pair->b.nbytes();
     out->layers_[static_cast<size_t>(layer)][static_cast<size_t>(t)] = std::move(pair);
   }

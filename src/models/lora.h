@@ -26,6 +26,11 @@ const char* lora_target_name(LoraTarget t);
 struct LoraTargets {
   std::string model_type;
   int64_t layers = 0;
+  // The dtype adapters are kept in: float32 over float32 checkpoints (exact
+  // against a merged model), bf16 over 16-bit and quantized ones, where a
+  // float32 rank-64 adapter would read nearly as many bytes per token as the
+  // base weights.
+  DType dtype = DType::F32;
   std::array<std::array<int64_t, 2>, kLoraTargets> shape{};
 };
 
@@ -47,8 +52,8 @@ class LoraAdapter {
   bool fits(const LoraTargets& targets) const;
 
   struct Pair {
-    Weight a;  // [r, in] float32
-    Weight b;  // [out, r] float32, scale folded in
+    Weight a;  // [r, in] in LoraTargets::dtype
+    Weight b;  // [out, r] in LoraTargets::dtype, scale folded in
   };
   // The pair on `layer`'s projection `t`, or nullptr when the adapter leaves it alone.
   const Pair* pair(int64_t layer, LoraTarget t) const;

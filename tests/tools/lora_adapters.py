@@ -63,3 +63,27 @@ def merged(tensors: dict, pairs: dict, scale: float) -> dict:
         out[k] = (tensors[k].astype(np.float64) + scale * (b.astype(np.float64) @ a.astype(np.float64))).astype(
             np.float32)
     return out
+
+
+def to_bf16(x: np.ndarray) -> np.ndarray:
+    """float32 -> bfloat16 bits (uint16), round to nearest even."""
+    u = np.ascontiguousarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def from_bf16(bits: np.ndarray) -> np.ndarray:
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def save_bf16(tensors: dict, path: pathlib.Path):
+    """A safetensors file with every tensor stored as BF16 (numpy has no bfloat16 dtype)."""
+    header, blobs, offset = {}, [], 0
+    for name, x in tensors.items():
+        b = to_bf16(x).tobytes()
+        header[name] = {"dtype": "BF16", "shape": list(x.shape), "data_offsets": [offset, offset + len(b)]}
+        blobs.append(b)
+        offset += len(b)
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(len(h).to_bytes(8, "little") + h + b"".join(blobs))

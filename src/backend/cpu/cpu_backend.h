@@ -32,6 +32,8 @@ class CpuBackend final : public Backend {
                           Tensor& state, DeltaRuleForm form) override;
   void scatter_add_rows(Tensor& dst, const Tensor& src, const std::vector<int64_t>& rows,
                         const std::vector<float>& weights) override;
+  // low_rank.cpp
+  void low_rank_add(Tensor& y, const Tensor& x, const std::vector<LowRankGroup>& groups) override;
 };
 
 // Installs the CPU backend (idempotent).

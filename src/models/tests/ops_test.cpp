@@ -141,8 +141,13 @@ TEST(LowRankAdd, InterleavedGroupsEqualPerRowLoop) {
   a2.data = randn({5, K}, g);
   b2.data = randn({M, 5}, g);
   const std::vector<int64_t> rows1 = {0, 3, 4}, rows2 = {1, 6};
+  const std::vector<LowRankGroup> groups = {{&a1, &b1, rows1}, {&a2, &b2, rows2}};
   Tensor y = Tensor::from_f32(y0.to_f32_vector(), {N, M});
-  ops::low_rank_add(y, x, {{&a1, &b1, rows1}, {&a2, &b2, rows2}});
+  ops::low_rank_add(y, x, groups);
+  // The composed default (what a backend without its own kernel runs) agrees.
+  Tensor composed = Tensor::from_f32(y0.to_f32_vector(), {N, M});
+  backend(Device::CPU).Backend::low_rank_add(composed, x, groups);
+  EXPECT_LT(rel(composed, y), 1e-6);
   auto X = x.to_f32_vector(), Y = y0.to_f32_vector();
   auto apply = [&](const Weight& a, const Weight& b, int64_t r, const std::vector<int64_t>& rows) {
     auto A = a.data.to_f32_vector(), B = b.data.to_f32_vector();
@@ -170,4 +175,29 @@ TEST(LowRankAdd, InterleavedGroupsEqualPerRowLoop) {
   Tensor expect = Tensor::from_f32(y0.to_f32_vector(), {N, M});
   ops::low_rank_add(expect, x, {{&a1, &b1, {0, 1, 2, 3, 4, 5, 6}}});
   EXPECT_LT(rel(all, expect), 1e-7);
+}
+
+TEST(LowRankAdd, LargeGroupsOnThePoolAndBf16Factors) {
+  // Past the serial threshold the work is split over the pool; bf16 factors
+  // give the product of the bf16-rounded matrices.
+  std::mt19937 g(12);
+  const int64_t N = 24, K = 256, M = 384, r = 16;
+  Tensor x = randn({N, K}, g);
+  Weight a, b, a16, b16;
+  a.data = randn({r, K}, g);
+  b.data = randn({M, r}, g);
+  a16.data = a.data.to(DType::BF16);
+  b16.data = b.data.to(DType::BF16);
+  std::vector<int64_t> rows;
+  for (int64_t i = 0; i < N; i += 2) rows.push_back(i);
+  Tensor y = Tensor::zeros({N, M}, DType::F32), y16 = Tensor::zeros({N, M}, DType::F32);
+  ops::low_rank_add(y, x, {{&a, &b, rows}});
+  ops::low_rank_add(y16, x, {{&a16, &b16, rows}});
+  Tensor want = Tensor::zeros({N, M}, DType::F32);
+  backend(Device::CPU).Backend::low_rank_add(want, x, {{&a, &b, rows}});
+  EXPECT_LT(rel(y, want), 1e-6);
+  EXPECT_LT(rel(y16, want), 2e-2);
+  EXPECT_GT(rel(y16, want), 0.0);
+  auto got = y.to_f32_vector();
+  for (int64_t m = 0; m < M; ++m) EXPECT_EQ(got[static_cast<size_t>(M + m)], 0.0f);  // row 1: in no group
 }

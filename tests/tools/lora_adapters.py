@@ -87,3 +87,31 @@ def save_bf16(tensors: dict, path: pathlib.Path):
     h += b" " * (-len(h) % 8)
     with open(path, "wb") as f:
         f.write(len(h).to_bytes(8, "little") + h + b"".join(blobs))
+
+
+def gguf_shapes(gguf_path) -> tuple:
+    """(layers, {module: (out, in)}) of a llama-family GGUF file, from its metadata."""
+    from gguf import GGUFReader
+    r = GGUFReader(str(gguf_path))
+    arch = bytes(r.fields["general.architecture"].parts[-1]).decode()
+
+    def meta(key):
+        return int(r.fields[f"{arch}.{key}"].parts[-1][0])
+    hid, inter, layers = meta("embedding_length"), meta("feed_forward_length"), meta("block_count")
+    heads, kv = meta("attention.head_count"), meta("attention.head_count_kv")
+    d = hid // heads
+    return layers, {"q_proj": (heads * d, hid), "k_proj": (kv * d, hid), "v_proj": (kv * d, hid),
+                    "o_proj": (hid, heads * d), "gate_proj": (inter, hid), "up_proj": (inter, hid),
+                    "down_proj": (hid, inter)}
+
+
+def pairs_for_shapes(layers: int, mods: dict, rank: int, seed: int, std: float, zero_b=False) -> dict:
+    """Random pairs for every projection of every layer of a model described by gguf_shapes()."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for i in range(layers):
+        for m, (o, n) in mods.items():
+            a = (rng.standard_normal((rank, n)) * std).astype(np.float32)
+            b = np.zeros((o, rank), np.float32) if zero_b else (rng.standard_normal((o, rank)) * std).astype(np.float32)
+            out[(i, m)] = (a, b)
+    return out

@@ -51,6 +51,7 @@ struct ServeFlags {
   bool trust_remote_code = false, use_default_chat_template = false;
   std::string audio_model;
   int64_t audio_queue = 4;
+  SpeculationFlags speculation;
 };
 
 std::atomic<bool> g_stop{false};
@@ -79,7 +80,9 @@ int run_serve(const ServeFlags& f) {
   log::set_level(log::parse_level(f.log_level));
   if (!f.adapter_path.empty())
     fail(ErrorKind::Unsupported, "--adapter-path: LoRA adapters are not supported yet; merge the adapter into the weights");
-  if (!f.draft_model.empty()) fail(ErrorKind::Unsupported, "--draft-model: speculative decoding is not supported yet");
+  if (!f.draft_model.empty())
+    fail(ErrorKind::Unsupported,
+         "--draft-model: draft-model speculation is not supported yet; --speculative ngram drafts from the prompt");
   if (f.port < 0 || f.port > 65535) fail(ErrorKind::InvalidArgument, "--port must be in [0, 65535]");
   if (f.max_body_mb <= 0) fail(ErrorKind::InvalidArgument, "--max-body-mb must be > 0");
   if (f.temp < 0 || f.top_p <= 0 || f.top_p > 1 || f.min_p < 0 || f.min_p > 1 || f.top_k < 0 || f.max_tokens < 1)
@@ -102,6 +105,7 @@ int run_serve(const ServeFlags& f) {
   } else {
     TextModelOptions to;
     to.chat_template = f.chat_template;
+    to.speculation = f.speculation;
     engine::EngineOptions& eo = to.engine;
     int conc = f.max_concurrency > 0 ? f.max_concurrency : f.decode_concurrency;
     if (conc > 0) eo.max_concurrency = conc;
@@ -209,6 +213,7 @@ void register_serve(CLI::App& app) {
   sub->add_option("--max-tokens", f->max_tokens, "default max tokens to generate")->capture_default_str();
   sub->add_option("--adapter-path", f->adapter_path, "LoRA adapter folder (not supported yet)");
   sub->add_option("--draft-model", f->draft_model, "draft model for speculative decoding (not supported yet)");
+  add_speculation_flags(sub, f->speculation);
   sub->add_option("--chat-template", f->chat_template, "chat template: a file or the template text");
   sub->add_option("--chat-template-args", f->chat_template_args, "JSON object of extra template variables");
   sub->add_option("--prompt-cache-size", f->prompt_cache_size, "cached prompts kept (LRU, default 64); 0 turns the prefix cache off");

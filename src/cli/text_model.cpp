@@ -49,6 +49,30 @@ std::vector<int32_t> TextModel::encode_chat(const nlohmann::ordered_json& messag
   return tokenizer->encode(render_chat(messages), false);
 }
 
+void add_speculation_flags(CLI::App* sub, SpeculationFlags& f) {
+  sub->add_option("--speculative", f.mode,
+                  "speculative decoding: ngram (draft from the prompt and output, verified exactly), off, or auto "
+                  "(ngram on the CPU, else off)")
+      ->check(CLI::IsMember({"auto", "ngram", "off"}))
+      ->capture_default_str();
+  sub->add_option("--num-speculative-tokens", f.tokens, "draft tokens verified per step (0: adaptive)")
+      ->check(CLI::Range(0, engine::kMaxSpeculativeTokens))
+      ->capture_default_str();
+}
+
+namespace {
+
+// The engine's speculative setting for `flags` on the loaded model. auto
+// speculates only on the CPU, whose kernels give a verified row the bits of
+// a decoded one (so greedy output is unchanged, tested), and only for models
+// whose caches can drop rejected tokens.
+std::string speculation_mode(const SpeculationFlags& flags, const Model& model) {
+  if (flags.mode != "auto") return flags.mode;
+  return model.device() == Device::CPU && engine::can_speculate(model) ? "ngram" : "off";
+}
+
+}  // namespace
+
 TextModel load_text_model(const ModelFlags& flags, const TextModelOptions& options) {
   TextModel tm;
   tm.path = flags.model;
@@ -88,6 +112,8 @@ TextModel load_text_model(const ModelFlags& flags, const TextModelOptions& optio
 
   engine::EngineOptions eo = options.engine;
   eo.kv = flags.kv;
+  eo.speculative = speculation_mode(options.speculation, *tm.model);
+  eo.num_speculative_tokens = options.speculation.tokens;
   const int64_t model_ctx = tm.model->config().max_position_embeddings;
   if (eo.context_length <= 0 && options.context_cap > 0)
     eo.context_length = model_ctx > 0 ? std::min(model_ctx, options.context_cap) : options.context_cap;

@@ -27,6 +27,13 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& model_path);
 // of a folder, or the GGUF file's metadata.
 ChatTemplateFiles load_template_files(const std::string& model_path);
 
+// --speculative and --num-speculative-tokens, shared by the text verbs.
+struct SpeculationFlags {
+  std::string mode = "auto";  // auto: ngram where greedy equality is tested (the CPU), else off | ngram | off
+  int tokens = 0;             // draft tokens per step; 0: adaptive
+};
+void add_speculation_flags(CLI::App* sub, SpeculationFlags& f);
+
 struct TextModelOptions {
   // false: a folder without tokenizer files loads too (token ids in and out).
   bool tokenizer_required = true;
@@ -35,6 +42,9 @@ struct TextModelOptions {
   // The verb's engine settings; kv comes from the model flags, and the device
   // memory from the device the model loads on.
   engine::EngineOptions engine;
+  // Sets engine.speculative and engine.num_speculative_tokens once the model
+  // is loaded (auto depends on its device).
+  SpeculationFlags speculation;
   // When engine.context_length is 0: at most this many tokens of the model's
   // context (0: all of it).
   int64_t context_cap = 0;

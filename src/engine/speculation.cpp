@@ -1,0 +1,66 @@
+#include "engine/speculation.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace ingot::engine {
+
+namespace {
+constexpr double kLearn = 0.15;       // weight of the newest verified token
+constexpr double kDrift = 0.05;       // pull towards the prior per idle step
+constexpr double kDecay = 0.97;       // per observed step (about 30 steps remembered)
+constexpr double kMinRowsVar = 0.25;  // rows must vary this much before the fit counts
+constexpr double kMargin = 1.02;      // a draft must promise 2 % more tokens per time
+}  // namespace
+
+void AcceptanceEstimate::record(int64_t drafted, int64_t accepted) {
+  for (int64_t i = 0; i < accepted; ++i) rate_ += kLearn * (1.0 - rate_);
+  if (accepted < drafted) rate_ -= kLearn * rate_;
+}
+
+void AcceptanceEstimate::idle() { rate_ += kDrift * (kPrior - rate_); }
+
+void StepCost::observe(int64_t rows, double seconds) {
+  if (!(seconds > 0) || rows <= 0) return;
+  const auto x = static_cast<double>(rows);
+  w_ = kDecay * w_ + 1;
+  x_ = kDecay * x_ + x;
+  y_ = kDecay * y_ + seconds;
+  xx_ = kDecay * xx_ + x * x;
+  xy_ = kDecay * xy_ + x * seconds;
+}
+
+double StepCost::row_cost() const {
+  if (w_ <= 0) return prior_;
+  const double mx = x_ / w_, my = y_ / w_;
+  const double var = xx_ / w_ - mx * mx;
+  if (var < kMinRowsVar) return prior_;
+  const double slope = (xy_ / w_ - mx * my) / var;
+  const double intercept = my - slope * mx;
+  if (!(slope > 0)) return 0.01;
+  if (!(intercept > 0)) return 1.0;
+  return std::clamp(slope / (intercept + slope), 0.01, 1.0);
+}
+
+int64_t choose_draft_length(double a, double c, int64_t rows, int64_t max_k) {
+  a = std::clamp(a, 0.0, 1.0);
+  c = std::clamp(c, 0.0, 1.0);
+  const auto r = static_cast<double>(std::max<int64_t>(rows, 1));
+  // Step time for R rows, a one-row step being 1: (1 - c) + c R.
+  auto rate = [&](int64_t k, double expected) { return (r - 1 + expected) / ((1 - c) + c * (r + static_cast<double>(k))); };
+  const double plain = rate(0, 1.0);
+  int64_t best = 0;
+  double best_rate = plain * kMargin, expected = 1.0, term = 1.0;
+  for (int64_t k = 1; k <= max_k; ++k) {
+    term *= a;
+    expected += term;  // 1 + a + ... + a^k
+    const double v = rate(k, expected);
+    if (v > best_rate) {
+      best_rate = v;
+      best = k;
+    }
+  }
+  return best;
+}
+
+}  // namespace ingot::engine

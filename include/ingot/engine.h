@@ -133,6 +133,10 @@ class SequenceDrafter {
   // At most `k` tokens that may follow `tokens` (the prompt, then every token
   // generated so far; later calls see it extended, never rewritten).
   virtual std::vector<int32_t> propose(const std::vector<int32_t>& tokens, int64_t k) = 0;
+  // Called once the prompt is in the model's cache: a drafter with state of
+  // its own (a draft model's cache) reads the prompt here, so that propose()
+  // is charged only for drafting.
+  virtual void prefill(const std::vector<int32_t>& prompt) { (void)prompt; }
 };
 
 // Makes each sequence's drafter (used on the engine thread only).
@@ -140,6 +144,9 @@ class Drafter {
  public:
   virtual ~Drafter() = default;
   virtual std::unique_ptr<SequenceDrafter> start() const = 0;
+  // Memory a sequence's drafter may hold for `tokens` tokens (a draft
+  // model's KV cache); the engine's memory budget counts it.
+  virtual int64_t kv_bytes(int64_t tokens) const { (void)tokens; return 0; }
 };
 
 struct EngineOptions {
@@ -157,7 +164,7 @@ struct EngineOptions {
   int64_t prefix_cache_blocks = 0;  // 0: bounded by the memory budget
   int64_t prefix_cache_entries = 64;  // distinct cached prompts kept (LRU); 0: no count limit
   // Speculative decoding: "off" or "ngram" (prompt lookup). `drafter`, when
-  // set, is used instead of the named one.
+  // set, is used instead of the named one (a draft model: DraftModelDrafter).
   std::string speculative = "off";
   std::shared_ptr<const Drafter> drafter;
   // Draft tokens verified per step: a fixed count, or 0 for adaptive (as

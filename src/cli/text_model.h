@@ -27,10 +27,13 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& model_path);
 // of a folder, or the GGUF file's metadata.
 ChatTemplateFiles load_template_files(const std::string& model_path);
 
-// --speculative and --num-speculative-tokens, shared by the text verbs.
+// --speculative, --num-speculative-tokens and --draft-model, shared by the text verbs.
 struct SpeculationFlags {
-  std::string mode = "auto";  // auto: ngram where greedy equality is tested (the CPU), else off | ngram | off
-  int tokens = 0;             // draft tokens per step; 0: adaptive
+  // auto: draft with --draft-model, else ngram where greedy equality is
+  // tested (the CPU), else off | ngram | draft | off
+  std::string mode = "auto";
+  int tokens = 0;  // draft tokens per step; 0: adaptive
+  std::string draft_model;
 };
 void add_speculation_flags(CLI::App* sub, SpeculationFlags& f);
 
@@ -60,6 +63,7 @@ struct TextModel {
   GenerationConfig generation;
   std::vector<int32_t> eos;  // generation config's end ids plus the tokenizer's eos token
   int64_t context_length = 0;  // the engine's, in tokens
+  std::unique_ptr<Model> draft_model;  // --draft-model (declared first: outlives the engine)
   std::unique_ptr<engine::Engine> engine;
 
   // The chat template's prompt for `messages`, ready for the assistant's

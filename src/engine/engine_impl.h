@@ -129,6 +129,7 @@ class EngineImpl final : public Engine {
   int64_t prefix_cap_bytes_ = 0;
   std::shared_ptr<const Drafter> drafter_;  // null: no speculation
   StepCost step_cost_;
+  DraftCost draft_cost_;
 
   mutable std::mutex mu_;  // incoming_, stats_, stopping_
   std::condition_variable cv_;

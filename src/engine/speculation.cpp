@@ -11,6 +11,7 @@ constexpr double kDrift = 0.05;       // pull towards the prior per idle step
 constexpr double kDecay = 0.97;       // per observed step (about 30 steps remembered)
 constexpr double kMinRowsVar = 0.25;  // rows must vary this much before the fit counts
 constexpr double kMargin = 1.02;      // a draft must promise 2 % more tokens per time
+constexpr double kDecayDraft = 0.9;   // per drafting call
 }  // namespace
 
 void AcceptanceEstimate::record(int64_t drafted, int64_t accepted) {
@@ -30,6 +31,22 @@ void StepCost::observe(int64_t rows, double seconds) {
   xy_ = kDecay * xy_ + x * seconds;
 }
 
+double StepCost::one_row_seconds() const {
+  if (w_ <= 0) return 0;
+  const double mx = x_ / w_, my = y_ / w_;
+  const double var = xx_ / w_ - mx * mx;
+  // Before the rows vary, scale the mean step by the prior's share of one row.
+  if (var < kMinRowsVar) return my / ((1 - prior_) + prior_ * mx);
+  const double slope = (xy_ / w_ - mx * my) / var;
+  return std::max(my - slope * mx + slope, 1e-9);
+}
+
+void DraftCost::observe(int64_t tokens, double seconds) {
+  if (tokens <= 0 || !(seconds >= 0)) return;
+  const double v = seconds / static_cast<double>(tokens);
+  per_token_ = per_token_ == 0 ? v : kDecayDraft * per_token_ + (1 - kDecayDraft) * v;
+}
+
 double StepCost::row_cost() const {
   if (w_ <= 0) return prior_;
   const double mx = x_ / w_, my = y_ / w_;
@@ -42,12 +59,16 @@ double StepCost::row_cost() const {
   return std::clamp(slope / (intercept + slope), 0.01, 1.0);
 }
 
-int64_t choose_draft_length(double a, double c, int64_t rows, int64_t max_k) {
+int64_t choose_draft_length(double a, double c, double d, int64_t rows, int64_t max_k) {
   a = std::clamp(a, 0.0, 1.0);
   c = std::clamp(c, 0.0, 1.0);
+  d = std::max(d, 0.0);
   const auto r = static_cast<double>(std::max<int64_t>(rows, 1));
-  // Step time for R rows, a one-row step being 1: (1 - c) + c R.
-  auto rate = [&](int64_t k, double expected) { return (r - 1 + expected) / ((1 - c) + c * (r + static_cast<double>(k))); };
+  // Step time for R rows, a one-row step being 1: (1 - c) + c R; each draft
+  // token adds its row and its drafting.
+  auto rate = [&](int64_t k, double expected) {
+    return (r - 1 + expected) / ((1 - c) + c * r + (c + d) * static_cast<double>(k));
+  };
   const double plain = rate(0, 1.0);
   int64_t best = 0;
   double best_rate = plain * kMargin, expected = 1.0, term = 1.0;

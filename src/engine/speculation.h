@@ -38,16 +38,30 @@ class StepCost {
   void observe(int64_t rows, double seconds);
   // Cost of one more row relative to a one-row step (slope / (intercept + slope)).
   double row_cost() const;
+  // Seconds of a one-row step (0 before any step was seen).
+  double one_row_seconds() const;
 
  private:
   double prior_;
   double w_ = 0, x_ = 0, y_ = 0, xx_ = 0, xy_ = 0;  // decayed sums
 };
 
+// Time a drafter spends per proposed token (exponentially weighted): a
+// draft model's forward passes, next to nothing for n-gram lookup.
+class DraftCost {
+ public:
+  void observe(int64_t tokens, double seconds);
+  double seconds_per_token() const { return per_token_; }
+
+ private:
+  double per_token_ = 0;
+};
+
 // The draft length (0..max_k) that maximises tokens per step time for one
-// sequence, given its acceptance rate, the relative row cost c and the rows
-// the step already holds (`rows` ≥ 1, this sequence's own decode row
-// included): each of those rows yields a token, each draft row costs c.
-int64_t choose_draft_length(double accept_rate, double row_cost, int64_t rows, int64_t max_k);
+// sequence, given its acceptance rate, the relative cost of a row and of
+// drafting one token (both in one-row steps), and the rows the step already
+// holds (`rows` ≥ 1, this sequence's own decode row included): each of those
+// rows yields a token, each draft token costs a row and its drafting.
+int64_t choose_draft_length(double accept_rate, double row_cost, double draft_cost, int64_t rows, int64_t max_k);
 
 }  // namespace ingot::engine

@@ -14,6 +14,7 @@
 // target distribution without it), with the seeded draws of plain decoding,
 // so a seeded request gives the same tokens with or without speculation.
 #include <algorithm>
+#include <chrono>
 
 #include "engine/engine_impl.h"
 #include "kv/kinds.h"
@@ -37,19 +38,23 @@ int64_t EngineImpl::draft_room(const Sequence& s) const {
 
 void EngineImpl::draft_tokens(const std::vector<Sequence*>& decoding, int64_t* budget) {
   if (!drafter_) return;
-  const double row_cost = step_cost_.row_cost();
+  const double row_cost = step_cost_.row_cost(), one_row = step_cost_.one_row_seconds();
+  const double draft_cost = one_row > 0 ? draft_cost_.seconds_per_token() / one_row : 0;
   auto rows = static_cast<int64_t>(decoding.size());
   for (Sequence* s : decoding) {
     s->draft.clear();
     const int64_t room = std::min(draft_room(*s), *budget);
     if (room <= 0) continue;
-    const int64_t k = opt_.num_speculative_tokens > 0 ? room
-                                                       : choose_draft_length(s->acceptance.rate(), row_cost, rows, room);
+    const int64_t k = opt_.num_speculative_tokens > 0
+                          ? room
+                          : choose_draft_length(s->acceptance.rate(), row_cost, draft_cost, rows, room);
     if (k == 0) {
       s->acceptance.idle();
       continue;
     }
+    const auto started = std::chrono::steady_clock::now();
     s->draft = s->drafter->propose(s->tokens, k);
+    draft_cost_.observe(k, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
     if (static_cast<int64_t>(s->draft.size()) > k) s->draft.resize(static_cast<size_t>(k));
     // Structured output: draft tokens the constraint would refuse cannot be kept.
     s->draft.resize(s->sampler->admissible_prefix(s->draft));

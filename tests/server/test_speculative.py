@@ -143,10 +143,11 @@ def test_speculative_field_must_be_a_boolean(smol_fixed):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--speculative", "draft"], "--speculative"),
+    (["--speculative", "eagle"], "--speculative"),
     (["--num-speculative-tokens", "17"], "--num-speculative-tokens"),
     (["--num-speculative-tokens", "-1"], "--num-speculative-tokens"),
-    (["--draft-model", "x.gguf"], "--speculative ngram"),
+    (["--speculative", "draft"], "needs --draft-model"),
+    (["--speculative", "ngram", "--draft-model", str(smollm2_path())], "--draft-model drafts only with"),
 ])
 def test_bad_flags_are_clear_errors(ingot_bin, args, message):
     r = subprocess.run([ingot_bin, "serve", "--model", str(smollm2_path()), "--port", "0", *args],
@@ -156,7 +157,22 @@ def test_bad_flags_are_clear_errors(ingot_bin, args, message):
 
 
 def test_generate_equal_with_and_without(ingot_bin):
-    outs = [subprocess.run([ingot_bin, "generate", "--model", str(smollm2_path()), "--chat", "--prompt", TASKS[3],
-                            "--max-tokens", "32", "--speculative", mode], capture_output=True, text=True, timeout=120,
-                           check=True).stdout for mode in ("ngram", "off")]
-    assert outs[0] == outs[1] and outs[0].strip()
+    model = str(smollm2_path())
+    outs = [subprocess.run([ingot_bin, "generate", "--model", model, "--chat", "--prompt", TASKS[3], "--max-tokens", "32",
+                            *args], capture_output=True, text=True, timeout=120, check=True).stdout
+            for args in (["--speculative", "ngram"], ["--speculative", "off"], ["--draft-model", model])]
+    assert outs[0] == outs[1] == outs[2] and outs[0].strip()
+
+
+def test_draft_model_keeps_the_output(ingot_bin, shared_dir):
+    """The Q4_1 file drafting for itself: every draft token is kept, the text is unchanged."""
+    s = Server(ingot_bin, smollm2_path(), "--draft-model", str(smollm2_path()), ctx=2048)
+    try:
+        for task in TASKS[3:]:
+            on, off = chat(s, task, True, max_tokens=32), chat(s, task, False, max_tokens=32)
+            assert on["choices"][0]["message"]["content"] == off["choices"][0]["message"]["content"]
+    finally:
+        s.stop()
+    r = subprocess.run([ingot_bin, "serve", "--model", str(smollm2_path()), "--port", "0", "--draft-model",
+                        str(shared_dir / "goldens" / "llama-float32")], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "share the tokenizer" in r.stderr

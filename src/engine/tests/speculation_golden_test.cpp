@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "engine/draft_model_drafter.h"
 #include "ingot/engine.h"
 #include "models/model.h"
 #include "test_drafters.h"
@@ -148,4 +149,62 @@ TEST(SpeculationGolden, RecurrentModelsRefuseClearly) {
       EXPECT_NE(std::string(e.what()).find("recurrent"), std::string::npos) << e.what();
     }
   }
+}
+
+namespace {
+
+std::vector<int32_t> run_greedy(Model& target, const Request& r, std::shared_ptr<const Drafter> drafter,
+                                const std::string& kv, Usage* usage = nullptr) {
+  EngineOptions opt;
+  opt.kv = kv;
+  opt.drafter = std::move(drafter);
+  // Adaptive lengths would not draft: these draft models cost as much as the target.
+  opt.num_speculative_tokens = 4;
+  auto e = start_engine(target, opt, nullptr, {});
+  return collect(e->submit(r), usage);
+}
+
+}  // namespace
+
+// A draft model (the bf16 copy, or the model itself) drafts for the float32
+// model: output unchanged, and the model itself agrees with every draft.
+TEST(SpeculationGolden, DraftModelKeepsTheOutput) {
+  auto target = load_model(golden("llama-float32"));
+  auto bf16 = load_model(golden("llama-bfloat16"));
+  auto self = load_model(golden("llama-float32"));
+  for (const auto& kv : {std::string("contiguous"), std::string("paged"), std::string("kv8")}) {
+    SCOPED_TRACE(kv);
+    for (auto& r : prompts(golden("llama-float32"), target->vocab_size())) {
+      r.stop.max_tokens = 40;
+      const auto want = run_greedy(*target, r, nullptr, kv);
+      Usage u;
+      EXPECT_EQ(run_greedy(*target, r, std::make_shared<DraftModelDrafter>(*bf16, kv), kv, &u), want);
+      EXPECT_GT(u.draft_tokens, 0);
+      EXPECT_EQ(run_greedy(*target, r, std::make_shared<DraftModelDrafter>(*self, kv), kv, &u), want);
+      EXPECT_EQ(u.accepted_draft_tokens, u.draft_tokens);
+      EXPECT_GT(u.accepted_draft_tokens, 20);
+    }
+  }
+}
+
+// A sequence's draft cache follows the sequence through rejections: after
+// any history of proposals, its draft equals a fresh drafter's.
+TEST(SpeculationGolden, DraftModelCacheFollowsRejections) {
+  auto model = load_model(golden("llama-float32"));
+  DraftModelDrafter drafter(*model, "paged", 8);
+  auto synced = drafter.start();
+  std::mt19937 rng(3);
+  std::vector<int32_t> tokens = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+  synced->prefill(tokens);
+  for (int step = 0; step < 40; ++step) {
+    const int64_t k = 1 + static_cast<int64_t>(rng() % 6);
+    auto draft = synced->propose(tokens, k);
+    ASSERT_EQ(static_cast<int64_t>(draft.size()), k);
+    EXPECT_EQ(draft, drafter.start()->propose(tokens, k)) << "step " << step;
+    // Keep a random prefix of the draft, then a token of the "target's".
+    const auto keep = static_cast<std::ptrdiff_t>(rng() % (draft.size() + 1));
+    tokens.insert(tokens.end(), draft.begin(), draft.begin() + keep);
+    tokens.push_back(static_cast<int32_t>(rng() % model->vocab_size()));
+  }
+  EXPECT_THROW(DraftModelDrafter(*load_model(golden("qwen3_5-float32")), "paged"), Error);
 }

@@ -120,16 +120,19 @@ TEST(NgramDraft, NothingWithoutAMatchOfTheMinimumLength) {
 }
 
 TEST(DraftLength, FollowsAcceptanceAndRowCost) {
-  EXPECT_EQ(choose_draft_length(0.1, 0.5, 1, 16), 0);   // drafts rarely kept: plain decoding
-  EXPECT_EQ(choose_draft_length(0.99, 0.0, 1, 16), 16);  // free rows: as many as allowed
-  EXPECT_EQ(choose_draft_length(0.99, 0.0, 1, 3), 3);
-  const int64_t cheap = choose_draft_length(0.8, 0.1, 1, 16), dear = choose_draft_length(0.8, 0.5, 1, 16);
+  EXPECT_EQ(choose_draft_length(0.1, 0.5, 0, 1, 16), 0);   // drafts rarely kept: plain decoding
+  EXPECT_EQ(choose_draft_length(0.99, 0.0, 0, 1, 16), 16);  // free rows: as many as allowed
+  EXPECT_EQ(choose_draft_length(0.99, 0.0, 0, 1, 3), 3);
+  const int64_t cheap = choose_draft_length(0.8, 0.1, 0, 1, 16), dear = choose_draft_length(0.8, 0.5, 0, 1, 16);
   EXPECT_GT(cheap, dear);
   EXPECT_GT(dear, 0);
-  EXPECT_GT(choose_draft_length(0.9, 0.3, 1, 16), choose_draft_length(0.7, 0.3, 1, 16));
+  EXPECT_GT(choose_draft_length(0.9, 0.3, 0, 1, 16), choose_draft_length(0.7, 0.3, 0, 1, 16));
+  // Drafting that costs time shortens drafts (a draft model as slow as the target: none).
+  EXPECT_LT(choose_draft_length(0.9, 0.1, 0.3, 1, 16), choose_draft_length(0.9, 0.1, 0, 1, 16));
+  EXPECT_EQ(choose_draft_length(0.9, 0.1, 1.0, 1, 16), 0);
   // A full batch pays for a draft with every other sequence's time.
-  EXPECT_EQ(choose_draft_length(0.8, 0.5, 32, 16), 0);
-  EXPECT_EQ(choose_draft_length(0.8, 0.5, 1, 0), 0);
+  EXPECT_EQ(choose_draft_length(0.8, 0.5, 0, 32, 16), 0);
+  EXPECT_EQ(choose_draft_length(0.8, 0.5, 0, 1, 0), 0);
 }
 
 TEST(DraftLength, AcceptanceLearnsAndDriftsBack) {
@@ -151,17 +154,24 @@ TEST(DraftLength, StepCostFitsTheRowSlope) {
   for (int i = 0; i < 50; ++i) c.observe(1 + i % 5, 0.010 + 0.002 * (i % 5));
   // time = 0.008 + 0.002 rows: one more row costs 0.002 / 0.010 of a one-row step.
   EXPECT_NEAR(c.row_cost(), 0.2, 1e-6);
+  EXPECT_NEAR(c.one_row_seconds(), 0.010, 1e-9);
+  DraftCost d;
+  EXPECT_EQ(d.seconds_per_token(), 0);
+  d.observe(4, 0.008);
+  EXPECT_NEAR(d.seconds_per_token(), 0.002, 1e-12);
+  for (int i = 0; i < 100; ++i) d.observe(2, 0.010);
+  EXPECT_NEAR(d.seconds_per_token(), 0.005, 1e-6);
 }
 
 TEST(Speculation, OutputsEqualPlainDecodingTokenForToken) {
   FakeModel model;
   for (const char* kv : {"contiguous", "paged"}) {
-    for (int fixed : {0, 3, kMaxSpeculativeTokens}) {
+    // (Adaptive lengths: the goldens' and the server's tests. Here drafting
+    // costs about what the fake model's step does, so adaptive would not draft.)
+    for (int fixed : {1, 3, kMaxSpeculativeTokens}) {
       EngineOptions opt;
       opt.kv = kv;
-      // Adaptive drafting weighs a draft against the batch's other rows: one
-      // sequence at a time lets it draft.
-      opt.max_concurrency = fixed == 0 ? 1 : 8;
+      opt.max_concurrency = 8;
       opt.prefix_cache = false;
       auto rs = mixed_requests(12, 11, 60);
       std::shared_ptr<ReplayDrafter> replay;

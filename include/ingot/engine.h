@@ -147,6 +147,8 @@ class Drafter {
   // Memory a sequence's drafter may hold for `tokens` tokens (a draft
   // model's KV cache); the engine's memory budget counts it.
   virtual int64_t kv_bytes(int64_t tokens) const { (void)tokens; return 0; }
+  // The chance that a draft token is kept, assumed before any was verified.
+  virtual double expected_acceptance() const { return 0.7; }
 };
 
 struct EngineOptions {

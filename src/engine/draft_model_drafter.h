@@ -21,6 +21,8 @@ class DraftModelDrafter final : public Drafter {
   DraftModelDrafter(Model& model, const std::string& kv, int64_t prefill_chunk = 512);
   std::unique_ptr<SequenceDrafter> start() const override;
   int64_t kv_bytes(int64_t tokens) const override;
+  // A model of the family, or a quantized copy, agrees on most greedy tokens.
+  double expected_acceptance() const override { return 0.85; }
 
  private:
   Model& model_;

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -95,6 +96,8 @@ class EngineImpl final : public Engine {
   // Speculative decoding (speculation_steps.cpp). Fills each decoding
   // sequence's draft, taking its rows from `budget`.
   void draft_tokens(const std::vector<Sequence*>& decoding, int64_t* budget);
+  // Runs a drafter call; on failure the sequence stops drafting (false).
+  bool drafter_call(Sequence& s, const std::function<void()>& call);
   // Most draft tokens the sequence may verify this step.
   int64_t draft_room(const Sequence& s) const;
   // Samples the rows of a verified draft (logits: 1 + draft size rows),
@@ -130,6 +133,8 @@ class EngineImpl final : public Engine {
   std::shared_ptr<const Drafter> drafter_;  // null: no speculation
   StepCost step_cost_;
   DraftCost draft_cost_;
+  // Across sequences: where a new sequence's estimate starts.
+  AcceptanceEstimate acceptance_;
 
   mutable std::mutex mu_;  // incoming_, stats_, stopping_
   std::condition_variable cv_;

@@ -13,8 +13,8 @@
 namespace ingot::engine {
 
 struct NgramOptions {
-  int min_ngram = 2;  // shorter endings match too often by chance to be worth verifying
-  int max_ngram = 4;
+  int min_ngram = 3;  // shorter endings match too often by chance to be worth verifying
+  int max_ngram = 6;
 };
 
 // The longest ending n-gram (max_ngram down to min_ngram) that occurs earlier

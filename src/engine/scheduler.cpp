@@ -223,7 +223,10 @@ void EngineImpl::run_batch() {
       if (s.computed < s.prompt_len) continue;
       publish_prefix(s);
       s.state = SeqState::Decoding;
-      if (s.drafter) s.drafter->prefill(s.tokens);
+      if (s.drafter) {
+        s.acceptance = AcceptanceEstimate(acceptance_.rate());
+        drafter_call(s, [&] { s.drafter->prefill(s.tokens); });
+      }
       if (s.req.stop.max_tokens == 0) {
         finish(s, FinishReason::Length);
         continue;

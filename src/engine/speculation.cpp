@@ -10,7 +10,7 @@ constexpr double kLearn = 0.15;       // weight of the newest verified token
 constexpr double kDrift = 0.05;       // pull towards the prior per idle step
 constexpr double kDecay = 0.97;       // per observed step (about 30 steps remembered)
 constexpr double kMinRowsVar = 0.25;  // rows must vary this much before the fit counts
-constexpr double kMargin = 1.02;      // a draft must promise 2 % more tokens per time
+constexpr double kMargin = 1.05;      // a draft must promise 5 % more tokens per time
 constexpr double kDecayDraft = 0.9;   // per drafting call
 }  // namespace
 
@@ -19,7 +19,7 @@ void AcceptanceEstimate::record(int64_t drafted, int64_t accepted) {
   if (accepted < drafted) rate_ -= kLearn * rate_;
 }
 
-void AcceptanceEstimate::idle() { rate_ += kDrift * (kPrior - rate_); }
+void AcceptanceEstimate::idle() { rate_ += kDrift * (prior_ - rate_); }
 
 void StepCost::observe(int64_t rows, double seconds) {
   if (!(seconds > 0) || rows <= 0) return;

@@ -9,13 +9,14 @@
 
 namespace ingot::engine {
 
-// A sequence's chance that its next draft token is accepted, from its recent
-// verifications. While the sequence does not speculate the estimate drifts
-// back to the prior, so a sequence whose drafts stopped paying tries again
-// after a while (its text may have turned to copying).
+// The chance that the next draft token is accepted, from recent
+// verifications (a sequence's, or the engine's across sequences). While a
+// sequence does not speculate its estimate drifts back to its prior, so a
+// sequence whose drafts stopped paying tries again after a while (its text
+// may have turned to copying).
 class AcceptanceEstimate {
  public:
-  static constexpr double kPrior = 0.6;
+  explicit AcceptanceEstimate(double prior = 0.7) : prior_(prior), rate_(prior) {}
   double rate() const { return rate_; }
   // One verification of `drafted` tokens that kept the first `accepted`:
   // each kept token is a success, and the first rejected one a failure.
@@ -24,7 +25,7 @@ class AcceptanceEstimate {
   void idle();
 
  private:
-  double rate_ = kPrior;
+  double prior_, rate_;
 };
 
 // Time of a decode / verification step as intercept + slope × rows, fitted

@@ -18,8 +18,22 @@
 
 #include "engine/engine_impl.h"
 #include "kv/kinds.h"
+#include "util/log.h"
 
 namespace ingot::engine {
+
+bool EngineImpl::drafter_call(Sequence& s, const std::function<void()>& call) {
+  try {
+    call();
+    return true;
+  } catch (const std::exception& e) {
+    // Drafts only save time: the sequence goes on decoding without them.
+    log::warn("request ", s.id, ": drafting failed, decoding on without drafts: ", e.what());
+    s.drafter.reset();
+    s.draft.clear();
+    return false;
+  }
+}
 
 int64_t EngineImpl::draft_room(const Sequence& s) const {
   if (!s.drafter) return 0;
@@ -53,9 +67,13 @@ void EngineImpl::draft_tokens(const std::vector<Sequence*>& decoding, int64_t* b
       continue;
     }
     const auto started = std::chrono::steady_clock::now();
-    s->draft = s->drafter->propose(s->tokens, k);
+    if (!drafter_call(*s, [&] { s->draft = s->drafter->propose(s->tokens, k); })) continue;
     draft_cost_.observe(k, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
     if (static_cast<int64_t>(s->draft.size()) > k) s->draft.resize(static_cast<size_t>(k));
+    // A drafter's ids reach the model only when they are in its vocabulary.
+    const int64_t V = model_.vocab_size();
+    s->draft.erase(std::find_if(s->draft.begin(), s->draft.end(), [V](int32_t t) { return t < 0 || t >= V; }),
+                   s->draft.end());
     // Structured output: draft tokens the constraint would refuse cannot be kept.
     s->draft.resize(s->sampler->admissible_prefix(s->draft));
     rows += static_cast<int64_t>(s->draft.size());
@@ -82,6 +100,7 @@ void EngineImpl::verify_draft(Sequence& s, const float* logits, int64_t vocab) {
     if (s.state != SeqState::Decoding || !kept) break;
   }
   s.acceptance.record(k, accepted);
+  acceptance_.record(k, accepted);
   s.draft.clear();
   if (s.state != SeqState::Decoding) return;  // finished: the cache is gone already
   // The cache holds the decode row and every draft token; keep those accepted.

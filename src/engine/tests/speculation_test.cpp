@@ -94,23 +94,30 @@ std::vector<Output> plain_run(FakeModel& model, const std::vector<Request>& rs, 
 }  // namespace
 
 TEST(NgramDraft, LongestMostRecentMatchProposesWhatFollowed) {
+  const NgramOptions two{2, 4};
   // Ending "7 8": "7 8 1 2" early, "7 8 3 4" later; the later wins at n = 2.
   std::vector<int32_t> t = {7, 8, 1, 2, 5, 7, 8, 3, 4, 9, 7, 8};
-  EXPECT_EQ(ngram_draft(t, 2), (std::vector<int32_t>{3, 4}));
+  EXPECT_EQ(ngram_draft(t, 2, two), (std::vector<int32_t>{3, 4}));
   // A longer match beats a more recent shorter one: "5 7 8" occurs once before.
   t = {5, 7, 8, 1, 2, 7, 8, 3, 4, 5, 7, 8};
+  EXPECT_EQ(ngram_draft(t, 3, two), (std::vector<int32_t>{1, 2, 7}));
+  // The default asks for 3 tokens at least: the 2-gram alone proposes nothing.
   EXPECT_EQ(ngram_draft(t, 3), (std::vector<int32_t>{1, 2, 7}));
-  // k cuts the draft; the sequence's end stops a non-periodic one... except
-  // that running into the ending continues it periodically.
+  EXPECT_TRUE(ngram_draft({7, 8, 1, 2, 5, 7, 8, 3, 4, 9, 7, 8}, 2).empty());
+  // Up to max_ngram only: past it the most recent match wins.
+  t = {1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 2, 3, 4, 5, 6, 7, 8, 1, 1, 2, 3, 4, 5, 6, 7, 8};
+  EXPECT_EQ(ngram_draft(t, 2, NgramOptions{3, 6}), (std::vector<int32_t>{1, 1}));
+  EXPECT_EQ(ngram_draft(t, 2, NgramOptions{3, 8}), (std::vector<int32_t>{9, 0}));
+  // Running into the ending continues the match periodically.
   t = {1, 2, 3, 1, 2, 3, 1, 2};
-  EXPECT_EQ(ngram_draft(t, 5), (std::vector<int32_t>{3, 1, 2, 3, 1}));
+  EXPECT_EQ(ngram_draft(t, 5, two), (std::vector<int32_t>{3, 1, 2, 3, 1}));
   t = {4, 4, 4};
-  EXPECT_EQ(ngram_draft(t, 4), (std::vector<int32_t>{4, 4, 4, 4}));
+  EXPECT_EQ(ngram_draft(t, 4, two), (std::vector<int32_t>{4, 4, 4, 4}));
 }
 
 TEST(NgramDraft, NothingWithoutAMatchOfTheMinimumLength) {
   EXPECT_TRUE(ngram_draft({1, 2, 3, 4, 5}, 4).empty());
-  EXPECT_TRUE(ngram_draft({1, 2, 3, 9, 3}, 4).empty());  // only a 1-gram repeats
+  EXPECT_TRUE(ngram_draft({1, 2, 3, 9, 3}, 4, NgramOptions{2, 4}).empty());  // only a 1-gram repeats
   EXPECT_EQ(ngram_draft({1, 2, 3, 9, 3}, 4, NgramOptions{1, 3}), (std::vector<int32_t>{9, 3, 9, 3}));
   EXPECT_TRUE(ngram_draft({1, 2, 1, 2}, 0).empty());
   EXPECT_TRUE(ngram_draft({}, 3).empty());
@@ -136,12 +143,12 @@ TEST(DraftLength, FollowsAcceptanceAndRowCost) {
 }
 
 TEST(DraftLength, AcceptanceLearnsAndDriftsBack) {
-  AcceptanceEstimate a;
-  EXPECT_DOUBLE_EQ(a.rate(), AcceptanceEstimate::kPrior);
+  AcceptanceEstimate a(0.7);
+  EXPECT_DOUBLE_EQ(a.rate(), 0.7);
   for (int i = 0; i < 20; ++i) a.record(4, 0);
   EXPECT_LT(a.rate(), 0.05);
   for (int i = 0; i < 200; ++i) a.idle();
-  EXPECT_NEAR(a.rate(), AcceptanceEstimate::kPrior, 0.01);
+  EXPECT_NEAR(a.rate(), 0.7, 0.01);
   for (int i = 0; i < 20; ++i) a.record(4, 4);
   EXPECT_GT(a.rate(), 0.99);
 }
@@ -506,11 +513,12 @@ TEST(Speculation, SeededRequestsAreReproducibleAndOptOutWorks) {
   FakeModel model;
   EngineOptions opt;
   opt.kv = "paged";
-  opt.speculative = "ngram";
+  // Sampled ids over 32 rarely repeat 3-grams: 1-grams, so that drafts come often.
+  opt.drafter = std::make_shared<NgramDrafter>(NgramOptions{1, 3});
   opt.num_speculative_tokens = 4;
   auto e = start_engine(model, opt, nullptr, {});
   Request r;
-  for (int i = 0; i < 30; ++i) r.prompt.push_back(i % 6);  // repeats: the n-gram drafter proposes
+  for (int i = 0; i < 30; ++i) r.prompt.push_back(i % 6);
   r.stop.max_tokens = 80;
   r.stop.ignore_eos = true;
   r.sampling.temperature = 0.9f;
@@ -545,4 +553,80 @@ TEST(Speculation, BadOptionsAreClearErrors) {
       EXPECT_NE(std::string(err.what()).find("specul"), std::string::npos) << err.what();
     }
   }
+}
+
+namespace {
+// Fails on its n-th proposal (and every one after).
+class FailingDrafter final : public Drafter {
+ public:
+  explicit FailingDrafter(int after) : after_(after) {}
+  std::unique_ptr<SequenceDrafter> start() const override {
+    class S final : public SequenceDrafter {
+     public:
+      explicit S(int after) : left_(after) {}
+      std::vector<int32_t> propose(const std::vector<int32_t>&, int64_t k) override {
+        if (left_-- <= 0) fail(ErrorKind::Internal, "draft model failed");
+        return std::vector<int32_t>(static_cast<size_t>(k), 2);
+      }
+
+     private:
+      int left_;
+    };
+    return std::make_unique<S>(after_);
+  }
+
+ private:
+  int after_;
+};
+}  // namespace
+
+// A drafter that throws costs its sequence the drafts, nothing else.
+TEST(Speculation, AFailingDrafterOnlyStopsDrafting) {
+  FakeModel model;
+  EngineOptions opt;
+  opt.kv = "paged";
+  Request r;
+  r.prompt = {4, 5, 6};
+  r.stop.max_tokens = 30;
+  r.stop.ignore_eos = true;
+  r.sampling.temperature = 0;
+  std::shared_ptr<ReplayDrafter> replay;
+  auto want = plain_run(model, {r}, opt, &replay, 0.0)[0];
+  opt.drafter = std::make_shared<FailingDrafter>(3);
+  opt.num_speculative_tokens = 2;
+  auto e = start_engine(model, opt, nullptr, {});
+  Output got = collect(e->submit(r));
+  EXPECT_EQ(got.tokens, want.tokens);
+  EXPECT_EQ(got.last.reason, FinishReason::Length);
+  EXPECT_EQ(got.last.usage.draft_tokens, 6);  // three proposals of two
+}
+
+// Ids outside the vocabulary end a draft before the model sees them; a
+// drafter proposing more than asked is cut to k.
+TEST(Speculation, DraftIdsOutsideTheVocabularyAreCut) {
+  FakeModel model;
+  EngineOptions opt;
+  opt.kv = "paged";
+  Request r;
+  r.prompt = {4, 5, 6};
+  r.stop.max_tokens = 12;
+  r.stop.ignore_eos = true;
+  r.sampling.temperature = 0;
+  std::shared_ptr<ReplayDrafter> replay;
+  auto want = plain_run(model, {r}, opt, &replay, 0.0)[0];
+  int64_t widest = 0;
+  model.on_forward = [&](const BatchInput& in) {
+    for (int32_t t : in.tokens)
+      if (t < 0 || t >= model.vocab_size()) ++widest;
+  };
+  for (auto draft : {std::vector<int32_t>{-1, 2}, std::vector<int32_t>{2, 32, 3}, std::vector<int32_t>(40, 2)}) {
+    opt.drafter = std::make_shared<FixedDrafter>(draft);
+    opt.num_speculative_tokens = 3;
+    auto e = start_engine(model, opt, nullptr, {});
+    Output got = collect(e->submit(r));
+    EXPECT_EQ(got.tokens, want.tokens);
+    EXPECT_LE(got.last.usage.draft_tokens, 3 * 12);
+  }
+  model.on_forward = nullptr;
+  EXPECT_EQ(widest, 0);
 }

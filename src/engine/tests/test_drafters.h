@@ -31,7 +31,7 @@ class ReplayDrafter final : public engine::Drafter {
   std::vector<std::vector<int32_t>> refs_;
 };
 
-// Always proposes `tokens` (cut to k).
+// Always proposes all of `tokens`, whatever k asks (the engine cuts).
 class FixedDrafter final : public engine::Drafter {
  public:
   explicit FixedDrafter(std::vector<int32_t> tokens) : tokens_(std::move(tokens)) {}

@@ -133,8 +133,6 @@ class EngineImpl final : public Engine {
   std::shared_ptr<const Drafter> drafter_;  // null: no speculation
   StepCost step_cost_;
   DraftCost draft_cost_;
-  // Across sequences: where a new sequence's estimate starts.
-  AcceptanceEstimate acceptance_;
 
   mutable std::mutex mu_;  // incoming_, stats_, stopping_
   std::condition_variable cv_;

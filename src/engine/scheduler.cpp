@@ -224,7 +224,7 @@ void EngineImpl::run_batch() {
       publish_prefix(s);
       s.state = SeqState::Decoding;
       if (s.drafter) {
-        s.acceptance = AcceptanceEstimate(acceptance_.rate());
+        s.acceptance = AcceptanceEstimate(drafter_->expected_acceptance());
         drafter_call(s, [&] { s.drafter->prefill(s.tokens); });
       }
       if (s.req.stop.max_tokens == 0) {

@@ -9,11 +9,11 @@
 
 namespace ingot::engine {
 
-// The chance that the next draft token is accepted, from recent
-// verifications (a sequence's, or the engine's across sequences). While a
-// sequence does not speculate its estimate drifts back to its prior, so a
-// sequence whose drafts stopped paying tries again after a while (its text
-// may have turned to copying).
+// A sequence's chance that its next draft token is accepted, from its recent
+// verifications. While the sequence does not speculate the estimate drifts
+// back to the prior (the drafter's expected acceptance), so a sequence whose
+// drafts stopped paying tries again after a while (its text may have turned
+// to copying).
 class AcceptanceEstimate {
  public:
   explicit AcceptanceEstimate(double prior = 0.7) : prior_(prior), rate_(prior) {}

@@ -100,7 +100,6 @@ void EngineImpl::verify_draft(Sequence& s, const float* logits, int64_t vocab) {
     if (s.state != SeqState::Decoding || !kept) break;
   }
   s.acceptance.record(k, accepted);
-  acceptance_.record(k, accepted);
   s.draft.clear();
   if (s.state != SeqState::Decoding) return;  // finished: the cache is gone already
   // The cache holds the decode row and every draft token; keep those accepted.

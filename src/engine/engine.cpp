@@ -129,6 +129,7 @@ EngineImpl::EngineImpl(Model& model, const EngineOptions& opt, std::shared_ptr<c
     drafter_ = std::make_shared<NgramDrafter>();
   else if (opt_.speculative != "off")
     bad("speculative decoding must be off or ngram, got '", opt_.speculative, "'");
+  if (drafter_) acceptance_ = AcceptanceEstimate(drafter_->expected_acceptance());
   if (drafter_ && !can_speculate(model_))
     bad("model type '", model_.config().model_type,
         "' keeps a recurrent state that cannot drop rejected draft tokens: run it without speculative decoding");

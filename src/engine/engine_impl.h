@@ -133,6 +133,7 @@ class EngineImpl final : public Engine {
   std::shared_ptr<const Drafter> drafter_;  // null: no speculation
   StepCost step_cost_;
   DraftCost draft_cost_;
+  AcceptanceEstimate acceptance_;  // across sequences: where a new sequence's estimate starts
 
   mutable std::mutex mu_;  // incoming_, stats_, stopping_
   std::condition_variable cv_;

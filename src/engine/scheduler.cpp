@@ -224,7 +224,7 @@ void EngineImpl::run_batch() {
       publish_prefix(s);
       s.state = SeqState::Decoding;
       if (s.drafter) {
-        s.acceptance = AcceptanceEstimate(drafter_->expected_acceptance());
+        s.acceptance = AcceptanceEstimate(drafter_->expected_acceptance(), acceptance_.rate());
         drafter_call(s, [&] { s.drafter->prefill(s.tokens); });
       }
       if (s.req.stop.max_tokens == 0) {

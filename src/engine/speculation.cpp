@@ -12,6 +12,7 @@ constexpr double kDecay = 0.97;       // per observed step (about 30 steps remem
 constexpr double kMinRowsVar = 0.25;  // rows must vary this much before the fit counts
 constexpr double kMargin = 1.05;      // a draft must promise 5 % more tokens per time
 constexpr double kDecayDraft = 0.9;   // per drafting call
+constexpr double kFadeDraft = 0.98;   // per step that drafts nothing
 }  // namespace
 
 void AcceptanceEstimate::record(int64_t drafted, int64_t accepted) {
@@ -29,34 +30,24 @@ void StepCost::observe(int64_t rows, double seconds) {
   y_ = kDecay * y_ + seconds;
   xx_ = kDecay * xx_ + x * x;
   xy_ = kDecay * xy_ + x * seconds;
-}
-
-double StepCost::one_row_seconds() const {
-  if (w_ <= 0) return 0;
   const double mx = x_ / w_, my = y_ / w_;
   const double var = xx_ / w_ - mx * mx;
-  // Before the rows vary, scale the mean step by the prior's share of one row.
-  if (var < kMinRowsVar) return my / ((1 - prior_) + prior_ * mx);
-  const double slope = (xy_ / w_ - mx * my) / var;
-  return std::max(my - slope * mx + slope, 1e-9);
+  // Rows that have not varied lately say nothing of the slope: the last fit stays.
+  if (var >= kMinRowsVar) {
+    const double slope = (xy_ / w_ - mx * my) / var;
+    const double intercept = my - slope * mx;
+    fitted_ = !(slope > 0) ? 0.01 : !(intercept > 0) ? 1.0 : std::clamp(slope / (intercept + slope), 0.01, 1.0);
+  }
+  // A one-row step: the recent mean step scaled by the rows it held.
+  one_row_ = my / ((1 - fitted_) + fitted_ * mx);
 }
+
+void DraftCost::idle() { per_token_ *= kFadeDraft; }
 
 void DraftCost::observe(int64_t tokens, double seconds) {
   if (tokens <= 0 || !(seconds >= 0)) return;
   const double v = seconds / static_cast<double>(tokens);
   per_token_ = per_token_ == 0 ? v : kDecayDraft * per_token_ + (1 - kDecayDraft) * v;
-}
-
-double StepCost::row_cost() const {
-  if (w_ <= 0) return prior_;
-  const double mx = x_ / w_, my = y_ / w_;
-  const double var = xx_ / w_ - mx * mx;
-  if (var < kMinRowsVar) return prior_;
-  const double slope = (xy_ / w_ - mx * my) / var;
-  const double intercept = my - slope * mx;
-  if (!(slope > 0)) return 0.01;
-  if (!(intercept > 0)) return 1.0;
-  return std::clamp(slope / (intercept + slope), 0.01, 1.0);
 }
 
 int64_t choose_draft_length(double a, double c, double d, int64_t rows, int64_t max_k) {

@@ -9,14 +9,17 @@
 
 namespace ingot::engine {
 
-// A sequence's chance that its next draft token is accepted, from its recent
-// verifications. While the sequence does not speculate the estimate drifts
-// back to the prior (the drafter's expected acceptance), so a sequence whose
+// The chance that the next draft token is accepted, from recent
+// verifications: a sequence's own, or the engine's across sequences (where a
+// new sequence starts). While no draft is verified the estimate drifts back
+// to the prior (the drafter's expected acceptance), so a sequence whose
 // drafts stopped paying tries again after a while (its text may have turned
-// to copying).
+// to copying), and a low engine-wide figure cannot keep new sequences from
+// ever drafting.
 class AcceptanceEstimate {
  public:
-  explicit AcceptanceEstimate(double prior = 0.7) : prior_(prior), rate_(prior) {}
+  explicit AcceptanceEstimate(double prior = 0.7) : AcceptanceEstimate(prior, prior) {}
+  AcceptanceEstimate(double prior, double start) : prior_(prior), rate_(start) {}
   double rate() const { return rate_; }
   // One verification of `drafted` tokens that kept the first `accepted`:
   // each kept token is a success, and the first rejected one a failure.
@@ -31,27 +34,31 @@ class AcceptanceEstimate {
 // Time of a decode / verification step as intercept + slope × rows, fitted
 // online (exponentially weighted least squares over recent steps), so the
 // cost of a verification row follows the model, the device and the load.
-// Before the rows have varied enough to fit, the slope is `prior_row_cost`
-// of a one-row step.
+// Until the rows have varied enough to fit, the slope is `prior_row_cost` of
+// a one-row step; while they do not vary, the last fit stays.
 class StepCost {
  public:
-  explicit StepCost(double prior_row_cost = 0.5) : prior_(prior_row_cost) {}
+  explicit StepCost(double prior_row_cost = 0.5) : fitted_(prior_row_cost) {}
   void observe(int64_t rows, double seconds);
   // Cost of one more row relative to a one-row step (slope / (intercept + slope)).
-  double row_cost() const;
+  double row_cost() const { return fitted_; }
   // Seconds of a one-row step (0 before any step was seen).
-  double one_row_seconds() const;
+  double one_row_seconds() const { return one_row_; }
 
  private:
-  double prior_;
+  double fitted_, one_row_ = 0;
   double w_ = 0, x_ = 0, y_ = 0, xx_ = 0, xy_ = 0;  // decayed sums
 };
 
 // Time a drafter spends per proposed token (exponentially weighted): a
-// draft model's forward passes, next to nothing for n-gram lookup.
+// draft model's forward passes, next to nothing for n-gram lookup. It fades
+// on steps that draft nothing, so one slow call (a first touch of the
+// weights) cannot stop drafting for good: drafting resumes and is measured
+// again.
 class DraftCost {
  public:
   void observe(int64_t tokens, double seconds);
+  void idle();
   double seconds_per_token() const { return per_token_; }
 
  private:

@@ -64,6 +64,8 @@ void EngineImpl::draft_tokens(const std::vector<Sequence*>& decoding, int64_t* b
                           : choose_draft_length(s->acceptance.rate(), row_cost, draft_cost, rows, room);
     if (k == 0) {
       s->acceptance.idle();
+      acceptance_.idle();
+      draft_cost_.idle();
       continue;
     }
     const auto started = std::chrono::steady_clock::now();
@@ -100,6 +102,7 @@ void EngineImpl::verify_draft(Sequence& s, const float* logits, int64_t vocab) {
     if (s.state != SeqState::Decoding || !kept) break;
   }
   s.acceptance.record(k, accepted);
+  acceptance_.record(k, accepted);
   s.draft.clear();
   if (s.state != SeqState::Decoding) return;  // finished: the cache is gone already
   // The cache holds the decode row and every draft token; keep those accepted.

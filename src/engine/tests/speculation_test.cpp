@@ -151,15 +151,25 @@ TEST(DraftLength, AcceptanceLearnsAndDriftsBack) {
   EXPECT_NEAR(a.rate(), 0.7, 0.01);
   for (int i = 0; i < 20; ++i) a.record(4, 4);
   EXPECT_GT(a.rate(), 0.99);
+  AcceptanceEstimate low(0.85, 0.1);  // starts where the engine stands, drifts to the prior
+  EXPECT_DOUBLE_EQ(low.rate(), 0.1);
+  for (int i = 0; i < 200; ++i) low.idle();
+  EXPECT_NEAR(low.rate(), 0.85, 0.01);
 }
 
 TEST(DraftLength, StepCostFitsTheRowSlope) {
   StepCost c(0.5);
   EXPECT_DOUBLE_EQ(c.row_cost(), 0.5);  // nothing seen yet
+  EXPECT_EQ(c.one_row_seconds(), 0);
   for (int i = 0; i < 50; ++i) c.observe(1, 0.010);
   EXPECT_DOUBLE_EQ(c.row_cost(), 0.5);  // rows never varied
+  EXPECT_NEAR(c.one_row_seconds(), 0.010, 1e-12);
   for (int i = 0; i < 50; ++i) c.observe(1 + i % 5, 0.010 + 0.002 * (i % 5));
   // time = 0.008 + 0.002 rows: one more row costs 0.002 / 0.010 of a one-row step.
+  EXPECT_NEAR(c.row_cost(), 0.2, 1e-6);
+  EXPECT_NEAR(c.one_row_seconds(), 0.010, 1e-9);
+  // Plain steps again (drafting stopped): the slope learnt stays.
+  for (int i = 0; i < 200; ++i) c.observe(1, 0.010);
   EXPECT_NEAR(c.row_cost(), 0.2, 1e-6);
   EXPECT_NEAR(c.one_row_seconds(), 0.010, 1e-9);
   DraftCost d;
@@ -168,6 +178,8 @@ TEST(DraftLength, StepCostFitsTheRowSlope) {
   EXPECT_NEAR(d.seconds_per_token(), 0.002, 1e-12);
   for (int i = 0; i < 100; ++i) d.observe(2, 0.010);
   EXPECT_NEAR(d.seconds_per_token(), 0.005, 1e-6);
+  for (int i = 0; i < 100; ++i) d.idle();
+  EXPECT_LT(d.seconds_per_token(), 0.001);
 }
 
 TEST(Speculation, OutputsEqualPlainDecodingTokenForToken) {

@@ -4,7 +4,8 @@ the same file, in one run: tokenization, greedy continuations (32 tokens,
 prefill / decode speed.
 
 usage: python3 bench/gguf_vs_llamacpp.py [--ingot build/src/cli/ingot]
-       [--bench build/bench/gguf_bench] [--pp 128] [--tg 64] [--threads 2] [--speed-only]"""
+       [--pp 128] [--tg 64] [--threads 2] [--speed-only]
+ingot's speed comes from `ingot bench model` (the engine path `ingot serve` runs)."""
 import argparse
 import json
 import math
@@ -49,7 +50,6 @@ def llama_greedy(llm, ids, steps):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ingot", default=str(ROOT / "build/src/cli/ingot"))
-    ap.add_argument("--bench", default=str(ROOT / "build/bench/gguf_bench"))
     ap.add_argument("--pp", type=int, default=128)
     ap.add_argument("--tg", type=int, default=64)
     ap.add_argument("--threads", type=int, default=2)
@@ -119,9 +119,12 @@ def speed(a, model, res):
             pps.append(a.pp / (t1 - t0))
             tgs.append(a.tg / (t2 - t1))
     res["llama.cpp"] = {"prefill_tok_s": round(float(np.median(pps)), 2), "decode_tok_s": round(float(np.median(tgs)), 2)}
-    out = subprocess.run([a.bench, str(model), str(a.pp), str(a.tg), str(a.runs), str(a.threads)],
-                         check=True, capture_output=True, text=True).stdout
-    res["ingot"] = json.loads(out)
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([a.ingot, "bench", "model", str(model), "-p", str(a.pp), "-n", str(a.tg), "-r", str(a.runs),
+                        "--threads", str(a.threads), "--json", tmp + "/bench.json"], check=True, capture_output=True)
+        rows = json.load(open(tmp + "/bench.json"))["results"]
+    rate = {r["kind"]: r["tokens_per_s"] for r in rows}
+    res["ingot"] = {"prefill_tok_s": round(rate["pp"], 2), "decode_tok_s": round(rate["tg"], 2)}
     res["decode_ratio"] = round(res["ingot"]["decode_tok_s"] / res["llama.cpp"]["decode_tok_s"], 3)
     res["prefill_ratio"] = round(res["ingot"]["prefill_tok_s"] / res["llama.cpp"]["prefill_tok_s"], 3)
 

@@ -4,23 +4,32 @@
 // fixed number of tokens per 30 s window (EOS suppressed) so runs compare.
 //
 //   whisper_bench [--shapes tiny,base] [--seconds 60] [--tokens 100] [--threads N] [--device cpu|cuda]
-//                 [--dtype float32|bfloat16|float16]
+//                 [--dtype float32|bfloat16|float16] [--weights float32|int8]
+//
+// With --model, a real checkpoint transcribes real files instead (loaded once,
+// one untimed warm-up pass over the first file), as a server would:
+//
+//   whisper_bench --model DIR --audio a.wav,b.wav [--language en] [--beam-size N] [--threads N]
+//                 [--weights float32|int8]
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "audio/decode.h"
 #include "audio/mel.h"
 #include "backend/cpu/thread_pool.h"
 #include "io/safetensors.h"
 #include "models/whisper.h"
 #include "runtime/runtime.h"
 #include "speech/transcribe.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/strings.h"
 
@@ -37,6 +46,13 @@ const ModelShape kShapes[] = {{"tiny", 384, 4, 6, 1536}, {"base", 512, 6, 8, 204
 constexpr int64_t kVocab = 51865, kMels = 80, kSource = 1500, kTarget = 448;
 
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// CPU time of the whole process (every thread): less sensitive than wall time to other programs' load.
+double cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
 
 Tensor random_tensor(std::mt19937& rng, const Shape& shape, float scale) {
   std::vector<float> v(static_cast<size_t>(shape.numel()));
@@ -136,6 +152,39 @@ const char* arg(int argc, char** argv, const char* name, const char* def) {
   return def;
 }
 
+// Wall time of transcribing every file once with a loaded model; prints one line per file and the total.
+int real_files(int argc, char** argv, const LoadOptions& lo) {
+  const std::string dir = arg(argc, argv, "--model", "");
+  std::vector<std::string> files = split(arg(argc, argv, "--audio", ""), ',');
+  if (files.empty() || files[0].empty()) fail(ErrorKind::InvalidArgument, "--audio FILE[,FILE...] is required with --model");
+  auto model = WhisperModel::load(dir, lo, parse_whisper_precision(arg(argc, argv, "--weights", "float32")));
+  auto gen = speech::load_whisper_generation(dir, model->model_config());
+  std::shared_ptr<Tokenizer> tok = Tokenizer::from_dir(dir);
+  speech::TextFn text = [tok](const std::vector<int32_t>& ids) { return tok->decode(ids, true); };
+  speech::TranscribeOptions opt;
+  opt.language = arg(argc, argv, "--language", "en");
+  opt.beam_size = std::atoi(arg(argc, argv, "--beam-size", "1"));
+  std::vector<std::vector<float>> pcm;
+  double audio_s = 0;
+  for (const std::string& f : files) {
+    pcm.push_back(audio::decode_file(f));
+    audio_s += static_cast<double>(pcm.back().size()) / 16000.0;
+  }
+  speech::transcribe(*model, gen, pcm[0], opt, text);  // warm-up
+  double total = 0;
+  const double cpu0 = cpu_seconds();
+  for (size_t i = 0; i < files.size(); ++i) {
+    auto t0 = Clock::now();
+    speech::Transcript t = speech::transcribe(*model, gen, pcm[i], opt, text);
+    double s = since(t0);
+    total += s;
+    std::printf("%8.3f s  %s:%s\n", s, std::filesystem::path(files[i]).filename().string().c_str(), t.text.c_str());
+  }
+  std::printf("total %.3f s (cpu %.3f s) for %.1f s of audio, RTF %.4f, %d threads\n", total, cpu_seconds() - cpu0,
+              audio_s, total / audio_s, cpu::num_threads());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -150,6 +199,7 @@ int main(int argc, char** argv) {
     LoadOptions lo;
     lo.device = parse_device(arg(argc, argv, "--device", "cpu"));
     lo.dtype = parse_dtype(dtype);
+    if (std::strlen(arg(argc, argv, "--model", "")) > 0) return real_files(argc, argv, lo);
     if (seconds <= 0 || tokens < 1) fail(ErrorKind::InvalidArgument, "--seconds must be > 0 and --tokens >= 1");
     std::vector<float> pcm = synthetic_audio(seconds);
     std::printf("audio %.0f s, %lld tokens per 30 s window, device %s, dtype %s, %d threads\n", seconds,
@@ -162,7 +212,7 @@ int main(int argc, char** argv) {
         if (k.name == name) s = &k;
       if (!s) fail(ErrorKind::InvalidArgument, "--shapes: unknown shape '", name, "' (tiny or base)");
       std::string dir = write_checkpoint(*s);
-      auto model = WhisperModel::load(dir, lo);
+      auto model = WhisperModel::load(dir, lo, parse_whisper_precision(arg(argc, argv, "--weights", "float32")));
       auto gen = speech::load_whisper_generation(dir, model->model_config());
       speech::TranscribeOptions opt;
       opt.language = "en";
@@ -175,7 +225,7 @@ int main(int argc, char** argv) {
       // Mel + encoder alone, one window.
       audio::MelConfig mc;
       auto t0 = Clock::now();
-      Tensor enc = model->encode(audio::log_mel(warm, mc, model->device()));
+      Tensor enc = model->encode(audio::log_mel(warm, mc));
       enc.to(Device::CPU);
       double encode_s = since(t0);
       t0 = Clock::now();

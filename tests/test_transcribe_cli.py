@@ -48,3 +48,20 @@ def test_formats_and_bad_audio(ingot_bin, shared_dir, tmp_path):
     r = subprocess.run([ingot_bin, "transcribe", "--model", str(shared_dir / "goldens" / "llama-float32"), str(clip)],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and "whisper" in r.stderr
+
+
+def test_decoding_flags(ingot_bin, shared_dir, tmp_path):
+    """Beam search, VAD and the int8 decoder run on the random golden; bad values are one-line errors."""
+    g = shared_dir / "goldens" / "whisper-float32"
+    clip = shared_dir / "assets" / "audio" / "jfk.wav"
+    base = [ingot_bin, "transcribe", "--model", str(g), str(clip), "--max-tokens", "4"]
+    for extra in (["--beam-size", "3", "--patience", "2", "--length-penalty", "0.5"], ["--vad", "--format", "srt"],
+                  ["--weights", "int8", "--best-of", "2", "--temperature", "0.5"], ["--no-condition-on-previous-text"]):
+        r = subprocess.run(base + extra, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, (extra, r.stderr)
+    for extra, word in ((["--beam-size", "0"], "beam_size"), (["--weights", "int4"], "int8"),
+                        (["--word-timestamps"], "alignment heads"), (["--dump", str(tmp_path / "d"), "--beam-size", "2"],
+                                                                     "greedy"),
+                        (["--patience", "0"], "patience"), (["--no-speech-threshold", "3"], "no_speech_threshold")):
+        r = subprocess.run(base + extra, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1 and word in r.stderr, (extra, r.stderr)

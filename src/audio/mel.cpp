@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "ops/ops.h"
+#include <kiss_fftr.h>
 #include "util/error.h"
 
 namespace ingot::audio {
@@ -44,8 +44,55 @@ std::vector<double> mel_filter_bank(const MelConfig& c) {
   return out;
 }
 
-Tensor log_mel(const std::vector<float>& pcm_in, const MelConfig& c, Device device) {
-  if (c.n_fft <= 0 || c.hop <= 0 || c.n_samples < c.n_fft) fail(ErrorKind::BadFormat, "bad feature extractor config");
+namespace {
+
+// The mel filters as runs of non-zero weights over frequency bins.
+struct SparseFilters {
+  std::vector<int> first;  // bin of each filter's first weight
+  std::vector<std::vector<double>> weights;
+};
+
+SparseFilters sparse_filters(const MelConfig& c) {
+  const int bins = c.n_fft / 2 + 1;
+  std::vector<double> dense = mel_filter_bank(c);
+  SparseFilters f;
+  for (int m = 0; m < c.n_mels; ++m) {
+    int lo = bins, hi = -1;
+    for (int b = 0; b < bins; ++b)
+      if (dense[static_cast<size_t>(b * c.n_mels + m)] != 0.0) lo = std::min(lo, b), hi = std::max(hi, b);
+    f.first.push_back(hi < lo ? 0 : lo);
+    std::vector<double> w;
+    for (int b = lo; b <= hi; ++b) w.push_back(dense[static_cast<size_t>(b * c.n_mels + m)]);
+    f.weights.push_back(std::move(w));
+  }
+  return f;
+}
+
+// A real-input FFT of n_fft points (KISS FFT: mixed radix, so 400 points is fast).
+class RealFft {
+ public:
+  explicit RealFft(int n) : cfg_(kiss_fftr_alloc(n, 0, nullptr, nullptr)), out_(static_cast<size_t>(n / 2 + 1)) {
+    if (!cfg_) fail(ErrorKind::ResourceExhausted, "cannot set up a real FFT of ", n, " points");
+  }
+  ~RealFft() { kiss_fftr_free(cfg_); }
+  RealFft(const RealFft&) = delete;
+  RealFft& operator=(const RealFft&) = delete;
+  // n real samples -> n / 2 + 1 complex values.
+  const std::vector<kiss_fft_cpx>& run(const float* in) {
+    kiss_fftr(cfg_, in, out_.data());
+    return out_;
+  }
+
+ private:
+  kiss_fftr_cfg cfg_;
+  std::vector<kiss_fft_cpx> out_;
+};
+
+}  // namespace
+
+Tensor log_mel(const std::vector<float>& pcm_in, const MelConfig& c) {
+  if (c.n_fft <= 0 || c.n_fft % 2 || c.hop <= 0 || c.n_samples < c.n_fft || c.n_mels <= 0)
+    fail(ErrorKind::BadFormat, "bad feature extractor config");
   std::vector<float> pcm(static_cast<size_t>(c.n_samples), 0.0f);
   std::copy_n(pcm_in.begin(), std::min(pcm_in.size(), pcm.size()), pcm.begin());
   const int pad = c.n_fft / 2;
@@ -60,34 +107,24 @@ Tensor log_mel(const std::vector<float>& pcm_in, const MelConfig& c, Device devi
   };
   std::vector<float> window(static_cast<size_t>(c.n_fft));
   for (int i = 0; i < c.n_fft; ++i) window[static_cast<size_t>(i)] = static_cast<float>(0.5 - 0.5 * std::cos(2 * M_PI * i / c.n_fft));
-  std::vector<float> fr(static_cast<size_t>(frames * c.n_fft));
-  for (int64_t t = 0; t < frames; ++t)
-    for (int i = 0; i < c.n_fft; ++i)
-      fr[static_cast<size_t>(t * c.n_fft + i)] = sample(t * c.hop + i) * window[static_cast<size_t>(i)];
-  // DFT basis: rows 0..bins-1 are cos, bins..2*bins-1 are -sin.
-  std::vector<float> basis(static_cast<size_t>(2 * bins * c.n_fft));
-  for (int k = 0; k < bins; ++k)
-    for (int i = 0; i < c.n_fft; ++i) {
-      double a = 2 * M_PI * static_cast<double>((static_cast<int64_t>(k) * i) % c.n_fft) / c.n_fft;
-      basis[static_cast<size_t>(k * c.n_fft + i)] = static_cast<float>(std::cos(a));
-      basis[static_cast<size_t>((bins + k) * c.n_fft + i)] = static_cast<float>(-std::sin(a));
-    }
-  Weight w;
-  w.data = Tensor::from_f32(basis, {2 * bins, c.n_fft}).to(device);
-  Tensor spec = ops::linear(Tensor::from_f32(fr, {frames, c.n_fft}).to(device), w).to(Device::CPU);
-  const float* ps = spec.data<float>();
-  std::vector<double> filt = mel_filter_bank(c);
-  std::vector<double> mel(static_cast<size_t>(c.n_mels * frames));
+  const SparseFilters filt = sparse_filters(c);
+  RealFft fft(c.n_fft);
+  std::vector<float> frame(static_cast<size_t>(c.n_fft));
   std::vector<double> power(static_cast<size_t>(bins));
+  std::vector<double> mel(static_cast<size_t>(c.n_mels * frames));
   double mx = -1e300;
   for (int64_t t = 0; t < frames; ++t) {
+    for (int i = 0; i < c.n_fft; ++i) frame[static_cast<size_t>(i)] = sample(t * c.hop + i) * window[static_cast<size_t>(i)];
+    const std::vector<kiss_fft_cpx>& spec = fft.run(frame.data());
     for (int k = 0; k < bins; ++k) {
-      double re = ps[t * 2 * bins + k], im = ps[t * 2 * bins + bins + k];
+      const double re = spec[static_cast<size_t>(k)].r, im = spec[static_cast<size_t>(k)].i;
       power[static_cast<size_t>(k)] = static_cast<float>(re * re + im * im);
     }
     for (int m = 0; m < c.n_mels; ++m) {
+      const std::vector<double>& w = filt.weights[static_cast<size_t>(m)];
+      const double* p = power.data() + filt.first[static_cast<size_t>(m)];
       double s = 0;
-      for (int k = 0; k < bins; ++k) s += filt[static_cast<size_t>(k * c.n_mels + m)] * power[static_cast<size_t>(k)];
+      for (size_t k = 0; k < w.size(); ++k) s += w[k] * p[k];
       double lv = std::log10(std::max(static_cast<double>(static_cast<float>(s)), 1e-10));
       mel[static_cast<size_t>(m * frames + t)] = lv;
       mx = std::max(mx, lv);

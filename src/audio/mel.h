@@ -20,8 +20,8 @@ struct MelConfig {
 std::vector<double> mel_filter_bank(const MelConfig& c);
 
 // Log-mel of one window: `pcm` is padded with zeros (or cut) to n_samples.
-// Returns [n_mels, n_samples / hop] float32 on the CPU; the DFT runs as a
-// matrix product on `device`.
-Tensor log_mel(const std::vector<float>& pcm, const MelConfig& c, Device device = Device::CPU);
+// Returns [n_mels, n_samples / hop] float32 on the CPU (the spectra come
+// from a real FFT: a few milliseconds a window).
+Tensor log_mel(const std::vector<float>& pcm, const MelConfig& c);
 
 }  // namespace ingot::audio

@@ -41,6 +41,8 @@ struct ServeFlags {
   bool strict_model_name = false;
   std::string tool_parser = "auto";
   int http_threads = 128;
+  int64_t max_connections = 4096, max_connections_per_client = 1024;
+  int header_timeout = 10, keep_alive_timeout = 10, io_timeout = 30;
   // mlx_lm.server flags.
   double temp = 0.0, top_p = 1.0, min_p = 0.0;
   int top_k = 0;
@@ -51,6 +53,7 @@ struct ServeFlags {
   bool trust_remote_code = false, use_default_chat_template = false;
   std::string audio_model;
   int64_t audio_queue = 4;
+  std::string audio_weights = "float32";
   SpeculationFlags speculation;
 };
 
@@ -82,6 +85,11 @@ int run_serve(const ServeFlags& f) {
     fail(ErrorKind::Unsupported, "--adapter-path: LoRA adapters are not supported yet; merge the adapter into the weights");
   if (f.port < 0 || f.port > 65535) fail(ErrorKind::InvalidArgument, "--port must be in [0, 65535]");
   if (f.max_body_mb <= 0) fail(ErrorKind::InvalidArgument, "--max-body-mb must be > 0");
+  if (f.http_threads < 1) fail(ErrorKind::InvalidArgument, "--http-threads must be >= 1");
+  if (f.max_connections < 1 || f.max_connections_per_client < 1)
+    fail(ErrorKind::InvalidArgument, "--max-connections and --max-connections-per-client must be >= 1");
+  if (f.header_timeout < 1 || f.keep_alive_timeout < 1 || f.io_timeout < 1)
+    fail(ErrorKind::InvalidArgument, "--header-timeout, --keep-alive-timeout and --io-timeout must be >= 1 second");
   if (f.temp < 0 || f.top_p <= 0 || f.top_p > 1 || f.min_p < 0 || f.min_p > 1 || f.top_k < 0 || f.max_tokens < 1)
     fail(ErrorKind::InvalidArgument, "sampling defaults out of range (--temp >= 0, 0 < --top-p <= 1, 0 <= --min-p <= 1, "
                                      "--top-k >= 0, --max-tokens >= 1)");
@@ -132,6 +140,11 @@ int run_serve(const ServeFlags& f) {
   so.context_length = f.ctx > 0 ? f.ctx : model_ctx;
   if (so.context_length <= 0) so.context_length = 4096;
   so.http_threads = f.http_threads;
+  so.max_connections = static_cast<size_t>(f.max_connections);
+  so.max_connections_per_client = static_cast<size_t>(f.max_connections_per_client);
+  so.header_timeout_s = f.header_timeout;
+  so.keep_alive_timeout_s = f.keep_alive_timeout;
+  so.io_timeout_s = f.io_timeout;
   so.temperature = static_cast<float>(f.temp);
   so.top_p = static_cast<float>(f.top_p);
   so.min_p = static_cast<float>(f.min_p);
@@ -145,18 +158,20 @@ int run_serve(const ServeFlags& f) {
   so.text_model = !speech_only;
 
   std::unique_ptr<server::SpeechWorker> speech;
-  if (speech_only) speech = start_speech_worker(f.model.model, f.model, so.model_id, static_cast<size_t>(f.audio_queue));
+  const WhisperPrecision audio_precision = parse_whisper_precision(f.audio_weights);
+  if (speech_only)
+    speech = start_speech_worker(f.model.model, f.model, so.model_id, static_cast<size_t>(f.audio_queue), audio_precision);
   else if (!f.audio_model.empty())
     speech = start_speech_worker(f.audio_model, f.model, registry::model_name_for_path(f.audio_model),
-                                 static_cast<size_t>(f.audio_queue));
+                                 static_cast<size_t>(f.audio_queue), audio_precision);
   server::Service svc(eng, tok, text.chat_template, so);
   svc.set_speech(speech.get());
   server::Router router(svc);
   std::signal(SIGPIPE, SIG_IGN);
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
-  // Idle keep-alive connections can hold HTTP workers for a read timeout;
-  // a stop request ends the process within a bounded time regardless.
+  // A handler that does not watch for its client going away (a long
+  // transcription) could delay the stop; it ends within a bounded time regardless.
   std::thread([] {
     while (!g_stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     std::this_thread::sleep_for(std::chrono::seconds(3));
@@ -202,7 +217,19 @@ void register_serve(CLI::App& app) {
   sub->add_flag("--strict-model-name", f->strict_model_name,
                 "answer 404 to requests naming another model (default: any name means the served model)");
   sub->add_option("--tool-parser", f->tool_parser, "auto, none, hermes, llama3_json, mistral or gemma")->capture_default_str();
-  sub->add_option("--http-threads", f->http_threads, "HTTP worker threads (one per open connection)")->capture_default_str();
+  sub->add_option("--http-threads", f->http_threads, "threads running request handlers (idle connections use none)")
+      ->capture_default_str();
+  sub->add_option("--max-connections", f->max_connections, "open connections in total; past it new ones get 503")
+      ->capture_default_str();
+  sub->add_option("--max-connections-per-client", f->max_connections_per_client,
+                  "open connections from one client address; past it new ones get 503")->capture_default_str();
+  sub->add_option("--header-timeout", f->header_timeout, "seconds a request's head may take to arrive (then 408, closed)")
+      ->capture_default_str();
+  sub->add_option("--keep-alive-timeout", f->keep_alive_timeout, "seconds an idle connection is kept open")
+      ->capture_default_str();
+  sub->add_option("--io-timeout", f->io_timeout,
+                  "seconds an upload or response may make no progress (a stalled stream's generation is cancelled)")
+      ->capture_default_str();
   sub->add_option("--temp", f->temp, "default sampling temperature")->capture_default_str();
   sub->add_option("--top-p", f->top_p, "default nucleus sampling top-p")->capture_default_str();
   sub->add_option("--top-k", f->top_k, "default top-k (0: off)")->capture_default_str();
@@ -215,6 +242,8 @@ void register_serve(CLI::App& app) {
   sub->add_option("--prompt-cache-size", f->prompt_cache_size, "cached prompts kept (LRU, default 64); 0 turns the prefix cache off");
   sub->add_option("--audio-model", f->audio_model, "Whisper checkpoint served at /v1/audio/* beside the chat model");
   sub->add_option("--audio-queue", f->audio_queue, "transcriptions waiting beyond which new ones get 429")
+      ->capture_default_str();
+  sub->add_option("--audio-weights", f->audio_weights, "the Whisper model's weights: float32, or int8 for its decoder")
       ->capture_default_str();
   sub->add_option("--log-level", f->log_level, "debug, info, warning or error")->capture_default_str();
   sub->add_flag("--trust-remote-code", f->trust_remote_code, "accepted for mlx_lm.server compatibility (no effect)");

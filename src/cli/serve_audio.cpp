@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "backend/cpu/thread_pool.h"
 #include "cli/model_setup.h"
 #include "io/config.h"
 #include "models/whisper.h"
@@ -35,27 +36,32 @@ bool is_whisper_dir(const std::string& dir) {
 }
 
 std::unique_ptr<server::SpeechWorker> start_speech_worker(const std::string& dir, const ModelFlags& flags,
-                                                          const std::string& id, size_t max_queue) {
+                                                          const std::string& id, size_t max_queue,
+                                                          WhisperPrecision precision) {
   if (!is_whisper_dir(dir)) fail(ErrorKind::InvalidArgument, dir, ": not a Whisper checkpoint (config.json model_type)");
-  std::shared_ptr<const WhisperModel> model = WhisperModel::load(dir, load_options(flags));
+  if (flags.threads > 0) cpu::set_num_threads(flags.threads);
+  std::shared_ptr<const WhisperModel> model = WhisperModel::load(dir, load_options(flags), precision);
   auto gen = std::make_shared<const speech::WhisperGeneration>(speech::load_whisper_generation(dir, model->model_config()));
   std::shared_ptr<const Tokenizer> tok;
   if (file_exists((std::filesystem::path(dir) / "tokenizer.json").string())) tok = Tokenizer::from_dir(dir);
   speech::TextFn text = tok ? speech::TextFn([tok](const std::vector<int32_t>& ids) { return tok->decode(ids, true); })
                             : text_decoder_for(dir);
-  auto run = [model, gen, tok, text](const server::SpeechJob& job) {
-    speech::TranscribeOptions o = job.options;
+  auto run = [model, gen, text](const server::SpeechJob& job) {
+    return speech::transcribe(*model, *gen, job.pcm, job.options, text);
+  };
+  // Runs on the HTTP thread before the job queues, so a request that cannot be followed gets its 400 at once.
+  auto prepare = [model, gen, tok](server::SpeechJob& job) {
     if (!trim(job.prompt).empty()) {
-      if (!tok) fail(ErrorKind::InvalidArgument, "this model has no tokenizer, so it takes no text prompt");
+      if (!tok) throw speech::OptionError("prompt", "this model has no tokenizer, so it takes no text prompt");
       // The reference tokenizes the prompt with a leading space, as text that followed earlier speech.
-      o.prompt_ids = tok->encode(" " + std::string(trim(job.prompt)), false);
+      job.options.prompt_ids = tok->encode(" " + std::string(trim(job.prompt)), false);
     }
-    return speech::transcribe(*model, *gen, job.pcm, o, text);
+    speech::check_options(job.options, *model, *gen);
   };
   std::filesystem::path p(dir);
   std::string base = p.filename().empty() ? p.parent_path().filename().string() : p.filename().string();
-  return std::make_unique<server::SpeechWorker>(run, id.empty() ? dir : id, std::vector<std::string>{dir, base},
-                                                max_queue);
+  return std::make_unique<server::SpeechWorker>(run, prepare, id.empty() ? dir : id,
+                                                std::vector<std::string>{dir, base}, max_queue);
 }
 
 std::unique_ptr<engine::Engine> no_text_engine() { return std::make_unique<NoTextEngine>(); }

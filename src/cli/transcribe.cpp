@@ -2,11 +2,14 @@
 #include <cstdio>
 
 #include "audio/decode.h"
+#include "backend/cpu/thread_pool.h"
 #include "cli/model_setup.h"
 #include "cli/verbs.h"
 #include "io/safetensors.h"
 #include "speech/transcribe.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
+#include "util/strings.h"
 
 namespace ingot::cli {
 
@@ -17,11 +20,15 @@ struct TranscribeFlags {
   std::string audio;
   std::string language;
   std::string task = "transcribe";
-  bool timestamps = false;
+  bool timestamps = false, word_timestamps = false, vad = false, no_condition = false;
   std::string format = "text";
   std::string dump;
+  std::string prompt;
+  std::string weights = "float32";
   int64_t max_tokens = 0;
   float temperature = -1;
+  int beam_size = 1, best_of = 5;
+  double patience = 1.0, length_penalty = -1, no_speech_threshold = 0.6;
 };
 
 int run_transcribe(const TranscribeFlags& f) {
@@ -30,15 +37,34 @@ int run_transcribe(const TranscribeFlags& f) {
   if (f.max_tokens < 0) fail(ErrorKind::InvalidArgument, "--max-tokens must be >= 0");
   if (f.model.tensor_parallel != 1)
     fail(ErrorKind::Unsupported, "--tensor-parallel is not supported for Whisper models");
-  auto model = WhisperModel::load(f.model.model, load_options(f.model));
-  auto gen = speech::load_whisper_generation(f.model.model, model->model_config());
-  std::vector<float> pcm = audio::decode_file(f.audio);
+  if (f.model.threads < 0) fail(ErrorKind::InvalidArgument, "--threads must be >= 0");
+  if (!f.dump.empty() && f.beam_size > 1) fail(ErrorKind::InvalidArgument, "--dump records the greedy pass: leave --beam-size at 1");
+  if (f.model.threads > 0) cpu::set_num_threads(f.model.threads);
+  const WhisperPrecision precision = parse_whisper_precision(f.weights);
   speech::TranscribeOptions opt;
   opt.language = f.language;
   opt.task = f.task;
-  opt.timestamps = f.timestamps || f.format == "srt" || f.format == "vtt" || f.format == "verbose_json";
+  opt.word_timestamps = f.word_timestamps;
+  opt.timestamps = f.timestamps || f.word_timestamps || f.format == "srt" || f.format == "vtt" || f.format == "verbose_json";
   opt.max_new_tokens = f.max_tokens;
   if (f.temperature >= 0) opt.temperatures = {f.temperature};
+  opt.beam_size = f.beam_size;
+  opt.best_of = f.best_of;
+  opt.patience = f.patience;
+  if (f.length_penalty >= 0) opt.length_penalty = f.length_penalty;
+  opt.no_speech_threshold = f.no_speech_threshold;
+  opt.condition_on_previous_text = !f.no_condition;
+  opt.vad = f.vad;
+  auto model = WhisperModel::load(f.model.model, load_options(f.model), precision);
+  auto gen = speech::load_whisper_generation(f.model.model, model->model_config());
+  if (!trim(f.prompt).empty()) {
+    if (!file_exists(f.model.model + "/tokenizer.json"))
+      fail(ErrorKind::InvalidArgument, "--prompt needs the model's tokenizer.json");
+    // The reference tokenizes the prompt with a leading space, as text that followed earlier speech.
+    opt.prompt_ids = Tokenizer::from_dir(f.model.model)->encode(" " + std::string(trim(f.prompt)), false);
+  }
+  speech::check_options(opt, *model, gen);
+  std::vector<float> pcm = audio::decode_file(f.audio);
   speech::TextFn text = text_decoder_for(f.model.model);
   speech::Dump dump;
   speech::Transcript t = speech::transcribe(*model, gen, pcm, opt, text, f.dump.empty() ? nullptr : &dump);
@@ -53,7 +79,7 @@ int run_transcribe(const TranscribeFlags& f) {
   std::string out = f.format == "srt"            ? speech::format_srt(t)
                     : f.format == "vtt"          ? speech::format_vtt(t)
                     : f.format == "json"         ? speech::format_json(t, false) + "\n"
-                    : f.format == "verbose_json" ? speech::format_json(t, true) + "\n"
+                    : f.format == "verbose_json" ? speech::format_json(t, true, true, f.word_timestamps) + "\n"
                                                  : t.text + "\n";
   std::fwrite(out.data(), 1, out.size(), stdout);
   return 0;
@@ -70,7 +96,21 @@ void register_transcribe(CLI::App& app) {
   sub->add_option("--language", f->language, "language code (e.g. en); default: detect");
   sub->add_option("--task", f->task, "transcribe or translate")->capture_default_str();
   sub->add_flag("--timestamps", f->timestamps, "decode with timestamps");
+  sub->add_flag("--word-timestamps", f->word_timestamps, "word-level timestamps (verbose_json lists the words)");
   sub->add_option("--format", f->format, "text, json, verbose_json, srt or vtt")->capture_default_str();
+  sub->add_option("--prompt", f->prompt, "text that the speech follows (names, spelling, style)");
+  sub->add_option("--beam-size", f->beam_size, "beams at temperature 0 (1: greedy)")->capture_default_str();
+  sub->add_option("--best-of", f->best_of, "samples per fallback temperature above 0")->capture_default_str();
+  sub->add_option("--patience", f->patience, "beam search stops after beam-size x patience finished sequences")
+      ->capture_default_str();
+  sub->add_option("--length-penalty", f->length_penalty,
+                  "rank sequences by log-prob / ((5 + length) / 6) ^ this (default: log-prob / length)");
+  sub->add_option("--no-speech-threshold", f->no_speech_threshold,
+                  "skip windows whose no-speech probability is above this (and whose text is unsure)")
+      ->capture_default_str();
+  sub->add_flag("--no-condition-on-previous-text", f->no_condition, "windows do not see the text before them");
+  sub->add_flag("--vad", f->vad, "transcribe only the stretches with sound (energy voice-activity detection)");
+  sub->add_option("--weights", f->weights, "float32, or int8 for the decoder's matrices")->capture_default_str();
   sub->add_option("--dump", f->dump, "write mel, encoder_out, step_logits and decoder_ids (safetensors)");
   sub->add_option("--max-tokens", f->max_tokens, "tokens per 30 s window (0: the model's limit)");
   sub->add_option("--temperature", f->temperature, "one fixed temperature (disables fallback)");

@@ -4,6 +4,8 @@
 #include <mutex>
 
 #include "kv/contiguous.h"
+#include "kv/paged.h"
+#include "kv/paged_attention.h"
 #include "util/error.h"
 
 namespace ingot::kv {
@@ -28,6 +30,32 @@ bool same_shape(const LayerSpec& a, const LayerSpec& b) {
   return a.kv_heads == b.kv_heads && a.head_dim == b.head_dim && a.v_head_dim == b.v_head_dim && a.window == b.window;
 }
 
+// Paged stores read in place, on a device whose kernels attend many rows in
+// one job: each row appended to its own blocks, then one attention call.
+Tensor append_attend_paged_rows(const std::vector<LayerCache*>& layers, const Tensor& q, const Tensor& k,
+                                const Tensor& v, const AttnParams& p) {
+  std::vector<PagedLayerCache*> ps;
+  ps.reserve(layers.size());
+  for (LayerCache* l : layers) {
+    auto* c = dynamic_cast<PagedLayerCache*>(l);
+    if (!c || c->layer_pool().options().path != AttendPath::Direct) return {};
+    if (!ps.empty() && (c->layer_pool().device() != ps.front()->layer_pool().device() ||
+                        !same_shape(c->layer_pool().spec(), ps.front()->layer_pool().spec())))
+      return {};
+    ps.push_back(c);
+  }
+  const PagedKernels* kern = paged_kernels(ps.front()->layer_pool().device());
+  if (!kern || !kern->attend_rows) return {};
+  std::vector<PagedKV> views;
+  views.reserve(ps.size());
+  for (size_t i = 0; i < ps.size(); ++i) {
+    const auto r = static_cast<int64_t>(i);
+    ps[i]->append(k.slice(0, r, r + 1), v.slice(0, r, r + 1));
+    views.push_back(ps[i]->view());
+  }
+  return kern->attend_rows(q, views, p);
+}
+
 }  // namespace
 
 void register_rows_kernels(Device d, RowsStepFn fn) {
@@ -42,6 +70,10 @@ Tensor append_attend_rows(const std::vector<LayerCache*>& layers, const Tensor& 
   if (n < 2 || q.ndim() != 3 || q.dim(0) != n || k.dim(0) != n || v.dim(0) != n || positions.numel() != n ||
       (kv_lens && kv_lens->numel() != n))
     return {};
+  if (!kv_lens) {
+    Tensor o = append_attend_paged_rows(layers, q, k, v, p);
+    if (o.defined()) return o;
+  }
   std::vector<ContiguousLayerCache*> cs;
   cs.reserve(layers.size());
   for (LayerCache* l : layers) {

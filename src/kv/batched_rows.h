@@ -1,7 +1,8 @@
 // A decode step's K/V append and attention for all sequences at once: when
 // every sequence brings one token and keeps its layer in a contiguous store
-// of one shape and dtype, one write and one attention launch serve the whole
-// batch (each query row reads its own sequence's buffers and key count).
+// of one shape and dtype, or in paged stores read in place, one write and
+// one attention launch (one parallel job on the CPU) serve the whole batch
+// (each query row reads its own sequence's buffers and key count).
 // Devices register the kernels; where none are registered, or the batch does
 // not fit (other stores, prefill chunks, mixed shapes), the caller runs its
 // per-sequence loop, which gives the same numbers.

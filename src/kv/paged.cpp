@@ -167,9 +167,7 @@ std::pair<Tensor, Tensor> PagedLayerCache::fetch(int64_t* first_pos) const {
           kern.gather(*lp_, true, table_.data(), len_, open_block_, open ? open_rows(true) : nullptr, &mirror_)};
 }
 
-Tensor PagedLayerCache::attend(const Tensor& q, AttnParams p) const {
-  if (lp_->options().path == AttendPath::Gather) return LayerCache::attend(q, p);
-  p.q_offset = len_ - q.dim(0);
+PagedKV PagedLayerCache::view() const {
   PagedKV kv{lp_, table_.data(), static_cast<int64_t>(table_.size()), len_};
   kv.mirror = &mirror_;
   if (open_block_ >= 0) {
@@ -177,7 +175,13 @@ Tensor PagedLayerCache::attend(const Tensor& q, AttnParams p) const {
     kv.open_k = open_rows(false);
     kv.open_v = open_rows(true);
   }
-  return paged_attention(q, kv, p);
+  return kv;
+}
+
+Tensor PagedLayerCache::attend(const Tensor& q, AttnParams p) const {
+  if (lp_->options().path == AttendPath::Gather) return LayerCache::attend(q, p);
+  p.q_offset = len_ - q.dim(0);
+  return paged_attention(q, view(), p);
 }
 
 void PagedLayerCache::trim(int64_t n) {

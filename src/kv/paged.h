@@ -35,6 +35,8 @@ class PagedLayerCache final : public LayerCache {
   void trim(int64_t n) override;
   std::unique_ptr<LayerCache> clone() const override;
 
+  // What the direct kernels read: the block table, the length, the open block.
+  PagedKV view() const;
   // Freezes every block holding [0, length()): later writes copy them.
   void publish();
   const std::vector<int32_t>& block_table() const { return table_; }

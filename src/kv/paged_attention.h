@@ -16,6 +16,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "kv/pool.h"
 #include "ops/backend.h"
@@ -69,10 +70,15 @@ using PagedWriteFn = void (*)(const LayerPool& lp, const int32_t* table, int64_t
 using PagedGatherFn = Tensor (*)(const LayerPool& lp, bool is_v, const int32_t* table, int64_t len,
                                  int64_t open_block, const float* open, TableMirrorSlot* mirror);
 
+// Row i of q [N, H, D] (the last token of its sequence) over kvs[i], every
+// row in one job -> [N, H, Dv] float32; each row as paged_attention alone.
+using PagedAttentionRowsFn = Tensor (*)(const Tensor& q, const std::vector<PagedKV>& kvs, const AttnParams& p);
+
 struct PagedKernels {
   PagedAttentionFn attend = nullptr;
   PagedWriteFn write = nullptr;
   PagedGatherFn gather = nullptr;
+  PagedAttentionRowsFn attend_rows = nullptr;  // optional
 };
 void register_paged_kernels(Device d, const PagedKernels& k);
 // nullptr when device `d` has no paged kernels.
@@ -80,6 +86,7 @@ const PagedKernels* paged_kernels(Device d);
 
 // The CPU kernels (registered for Device::CPU by default).
 Tensor paged_attention_cpu(const Tensor& q, const PagedKV& kv, const AttnParams& p);
+Tensor paged_attention_rows_cpu(const Tensor& q, const std::vector<PagedKV>& kvs, const AttnParams& p);
 void paged_write_cpu(const LayerPool& lp, const int32_t* table, int64_t pos, const Tensor& k, const Tensor& v,
                      const OpenBlock& open, TableMirrorSlot* mirror = nullptr);
 Tensor paged_gather_cpu(const LayerPool& lp, bool is_v, const int32_t* table, int64_t len, int64_t open_block,

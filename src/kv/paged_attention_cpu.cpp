@@ -39,7 +39,7 @@ namespace {
 
 std::map<Device, PagedKernels>& kernels() {
   static std::map<Device, PagedKernels> m{
-      {Device::CPU, PagedKernels{&paged_attention_cpu, &paged_write_cpu, &paged_gather_cpu}}};
+      {Device::CPU, PagedKernels{&paged_attention_cpu, &paged_write_cpu, &paged_gather_cpu, &paged_attention_rows_cpu}}};
   return m;
 }
 
@@ -155,27 +155,70 @@ Tensor paged_attention(const Tensor& q, const PagedKV& kv, const AttnParams& p) 
   return k->attend(q, kv, p);
 }
 
+namespace {
+
+// Query rows of `q` as float32, rotated into the stored basis for KV4
+// (dot products are unchanged; outputs rotate back in unrotate()).
+struct PagedQuery {
+  Tensor q;
+  std::vector<float> rotated;
+  const float* rows(const LayerPool& lp, int64_t row0, int64_t n) {
+    const int64_t h = q.dim(1), d = q.dim(2);
+    const float* src = q.data<float>() + row0 * h * d;
+    if (!quant_rotates(lp.options().quant)) return src;
+    rotated.assign(src, src + n * h * d);
+    for (int64_t r = 0; r < n * h; ++r) hadamard_row(rotated.data() + r * d, d);
+    return rotated.data();
+  }
+};
+
+void unrotate(const LayerPool& lp, float* out, int64_t rows, int64_t dv) {
+  if (quant_rotates(lp.options().quant))
+    for (int64_t r = 0; r < rows; ++r) hadamard_row(out + r * dv, dv);
+}
+
+Tensor f32_contiguous(const Tensor& q) { return q.dtype() == DType::F32 ? q.contiguous() : q.to(DType::F32).contiguous(); }
+
+}  // namespace
+
 Tensor paged_attention_cpu(const Tensor& q_in, const PagedKV& kv, const AttnParams& p) {
   const LayerPool& lp = *kv.pool;
-  Tensor q = q_in.dtype() == DType::F32 ? q_in.contiguous() : q_in.to(DType::F32).contiguous();
-  const int64_t t = q.dim(0), h = q.dim(1), d = q.dim(2);
+  PagedQuery pq{f32_contiguous(q_in), {}};
+  const int64_t t = pq.q.dim(0), h = pq.q.dim(1), d = pq.q.dim(2);
   const int64_t kvh = lp.spec().kv_heads, dv = lp.spec().v_head_dim;
-  INGOT_CHECK(d == lp.spec().head_dim && h % kvh == 0, "paged attention q ", q.describe());
+  INGOT_CHECK(d == lp.spec().head_dim && h % kvh == 0, "paged attention q ", pq.q.describe());
   Tensor out = Tensor::empty({t, h, dv}, DType::F32);
-  const float* pq = q.data<float>();
-  // KV4 is stored in the rotated basis: rotate the query rows (dot products
-  // are unchanged) and, below, each output row back.
-  const bool rotated = quant_rotates(lp.options().quant);
-  std::vector<float> qrot;
-  if (rotated) {
-    qrot.assign(pq, pq + t * h * d);
-    for (int64_t r = 0; r < t * h; ++r) hadamard_row(qrot.data() + r * d, d);
-    pq = qrot.data();
-  }
   PagedKvTiles tiles(lp, kv);
-  cpu::attention_tiled(pq, cpu::AttnShape{t, h, kvh, d, dv, kv.length}, tiles, p, out.data<float>());
-  if (rotated)
-    for (int64_t r = 0; r < t * h; ++r) hadamard_row(out.data<float>() + r * dv, dv);
+  cpu::attention_tiled(pq.rows(lp, 0, t), cpu::AttnShape{t, h, kvh, d, dv, kv.length}, tiles, p, out.data<float>());
+  unrotate(lp, out.data<float>(), t * h, dv);
+  return out;
+}
+
+Tensor paged_attention_rows_cpu(const Tensor& q_in, const std::vector<PagedKV>& kvs, const AttnParams& p) {
+  const Tensor q = f32_contiguous(q_in);
+  const auto n = static_cast<int64_t>(kvs.size());
+  INGOT_CHECK(q.ndim() == 3 && q.dim(0) == n && n > 0, "paged attention rows q ", q.describe());
+  const LayerPool& lp0 = *kvs[0].pool;
+  const int64_t h = q.dim(1), d = q.dim(2), kvh = lp0.spec().kv_heads, dv = lp0.spec().v_head_dim;
+  Tensor out = Tensor::empty({n, h, dv}, DType::F32);
+  std::vector<PagedQuery> qs(static_cast<size_t>(n));
+  std::vector<PagedKvTiles> tiles;
+  std::vector<cpu::AttnCall> calls;
+  tiles.reserve(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const PagedKV& kv = kvs[static_cast<size_t>(i)];
+    INGOT_CHECK(kv.pool->spec().kv_heads == kvh && kv.pool->spec().head_dim == d && kv.pool->spec().v_head_dim == dv,
+                "paged attention rows: layers of different shapes");
+    tiles.emplace_back(*kv.pool, kv);
+    PagedQuery& pq = qs[static_cast<size_t>(i)];
+    pq.q = q;
+    AttnParams pi = p;
+    pi.q_offset = kv.length - 1;
+    calls.push_back({pq.rows(*kv.pool, i, 1), cpu::AttnShape{1, h, kvh, d, dv, kv.length}, &tiles.back(), pi,
+                     out.data<float>() + i * h * dv});
+  }
+  cpu::attention_tiled_many(calls);
+  for (int64_t i = 0; i < n; ++i) unrotate(*kvs[static_cast<size_t>(i)].pool, out.data<float>() + i * h * dv, h, dv);
   return out;
 }
 

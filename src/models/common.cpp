@@ -1,5 +1,7 @@
 #include "models/common.h"
 
+#include "kv/batched_rows.h"
+
 #include "tensor/half.h"
 #include "util/error.h"
 
@@ -42,6 +44,13 @@ void expect_len(const Tensor& t, int64_t n, const std::string& name) {
 
 Tensor attend_with_cache(const BatchInput& in, const BatchPlan& plan, int li, const Tensor& q, const Tensor& k,
                          const Tensor& v, const AttnParams& p) {
+  // A decode step: every sequence's row in one job where the stores allow.
+  if (static_cast<int64_t>(in.seqs.size()) == plan.n && q.ndim() == 3) {
+    std::vector<kv::LayerCache*> layers;
+    for (const SeqInput& s : in.seqs) layers.push_back(&s.cache->layer(li));
+    Tensor o = kv::append_attend_rows(layers, q, k, v, plan.positions, nullptr, p);
+    if (o.defined()) return o;
+  }
   std::vector<Tensor> outs;
   for (size_t s = 0; s < in.seqs.size(); ++s) {
     const int64_t a = plan.starts[s], b = a + in.seqs[s].n_tokens;

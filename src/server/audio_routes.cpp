@@ -1,8 +1,12 @@
 // POST /v1/audio/transcriptions and /v1/audio/translations (OpenAI's
 // multipart API). The upload is decoded here, on the HTTP thread, so bad
 // audio gets its 400 at once; the model runs on the speech worker.
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <deque>
+#include <mutex>
 
 #include "audio/decode.h"
 #include "server/api_error.h"
@@ -10,6 +14,7 @@
 #include "server/routes.h"
 #include "server/service.h"
 #include "server/speech_worker.h"
+#include "server/sse.h"
 #include "util/error.h"
 #include "util/strings.h"
 
@@ -25,7 +30,14 @@ struct AudioForm {
   const MultipartPart* file = nullptr;
   std::string model, language, prompt, response_format = "json", temperature, stream;
   std::vector<std::string> granularities;
+  // Decoding options beyond OpenAI's fields, named as faster-whisper names them: field -> value.
+  std::vector<std::pair<std::string, std::string>> decoding;
 };
+
+// The decoding fields a request may add to OpenAI's.
+constexpr const char* kDecodingFields[] = {
+    "beam_size",  "best_of",             "patience",                    "length_penalty",    "condition_on_previous_text",
+    "vad_filter", "no_speech_threshold", "compression_ratio_threshold", "log_prob_threshold"};
 
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -67,23 +79,71 @@ AudioForm parse_form(const std::vector<MultipartPart>& parts, bool translation) 
       f.temperature = std::string(trim(p.content));
     } else if (p.name == "stream") {
       f.stream = lower(std::string(trim(p.content)));
+    } else {
+      for (const char* name : kDecodingFields)
+        if (p.name == name) f.decoding.emplace_back(p.name, std::string(trim(p.content)));
     }  // other fields (include[], chunking_strategy, ...) are accepted and ignored
   }
   if (!f.file) bad_request("'file' is required: send the audio as a multipart part named 'file'", "file");
   const std::string& rf = f.response_format;
   if (rf != "json" && rf != "text" && rf != "srt" && rf != "verbose_json" && rf != "vtt")
     bad_request("'response_format' must be json, text, srt, verbose_json or vtt (got '" + rf + "')", "response_format");
-  if (f.stream == "true") bad_request("streamed transcriptions are not supported; leave 'stream' off", "stream");
+  if (f.stream == "true") {
+    if (translation) bad_request("translations are not streamed; leave 'stream' off", "stream");
+    if (rf != "json" && rf != "text")
+      bad_request("a streamed transcription sends text deltas: response_format must be json or text (got '" + rf + "')",
+                  "stream");
+  } else if (!f.stream.empty() && f.stream != "false") {
+    bad_request("'stream' must be true or false (got '" + f.stream + "')", "stream");
+  }
   for (const std::string& g : f.granularities) {
-    if (g == "word")
-      bad_request("word-level timestamps are not supported (no word alignment); use 'segment'",
+    if (g != "segment" && g != "word")
+      bad_request("'timestamp_granularities' entries must be 'segment' or 'word' (got '" + g + "')",
                   "timestamp_granularities");
-    if (g != "segment") bad_request("'timestamp_granularities' entries must be 'segment' or 'word'", "timestamp_granularities");
     if (rf != "verbose_json")
       bad_request("'timestamp_granularities' needs response_format verbose_json", "timestamp_granularities");
   }
   return f;
 }
+
+double parse_number(const std::string& field, const std::string& s, double lo, double hi) {
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || end == s.c_str() || *end != '\0' || !(v >= lo && v <= hi))
+    bad_request(str_cat("'", field, "' must be a number in [", lo, ", ", hi, "] (got '", s, "')"), field);
+  return v;
+}
+
+int parse_int(const std::string& field, const std::string& s, int lo, int hi) {
+  double v = parse_number(field, s, lo, hi);
+  if (v != static_cast<double>(static_cast<int>(v)))
+    bad_request(str_cat("'", field, "' must be a whole number in [", lo, ", ", hi, "] (got '", s, "')"), field);
+  return static_cast<int>(v);
+}
+
+bool parse_bool(const std::string& field, const std::string& s) {
+  const std::string v = lower(s);
+  if (v == "true" || v == "1") return true;
+  if (v == "false" || v == "0") return false;
+  bad_request("'" + field + "' must be true or false (got '" + s + "')", field);
+}
+
+// faster-whisper's decoding fields onto the options.
+void apply_decoding(const AudioForm& f, speech::TranscribeOptions& o) {
+  for (const auto& [k, v] : f.decoding) {
+    if (k == "beam_size") o.beam_size = parse_int(k, v, 1, 32);
+    else if (k == "best_of") o.best_of = parse_int(k, v, 1, 32);
+    else if (k == "patience") o.patience = parse_number(k, v, 0.01, 32);
+    else if (k == "length_penalty") o.length_penalty = parse_number(k, v, 0, 10);
+    else if (k == "condition_on_previous_text") o.condition_on_previous_text = parse_bool(k, v);
+    else if (k == "vad_filter") o.vad = parse_bool(k, v);
+    else if (k == "no_speech_threshold") o.no_speech_threshold = parse_number(k, v, 0, 1);
+    else if (k == "compression_ratio_threshold") o.compression_ratio_threshold = parse_number(k, v, 0, 1e6);
+    else if (k == "log_prob_threshold") o.logprob_threshold = parse_number(k, v, -1e6, 0);
+  }
+}
+
+bool has(const std::vector<std::string>& v, const char* x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
 float parse_temperature(const std::string& s) {
   if (s.empty()) return 0.0f;
@@ -135,16 +195,69 @@ std::vector<float> decode_upload(const MultipartPart& file) {
 
 std::string trimmed(std::string_view s) { return std::string(trim(s)); }
 
-HttpResponse render(speech::Transcript t, const std::string& format) {
+HttpResponse render(speech::Transcript t, const AudioForm& f) {
+  const std::string& format = f.response_format;
   t.text = trimmed(t.text);
   HttpResponse r;
   if (format == "json" || format == "verbose_json") {
-    r.body = speech::format_json(t, format == "verbose_json");
+    // Segments unless only words were asked for, as OpenAI answers.
+    const bool words = has(f.granularities, "word");
+    const bool segments = f.granularities.empty() || has(f.granularities, "segment");
+    r.body = speech::format_json(t, format == "verbose_json", segments, words);
     return r;
   }
   r.content_type = format == "vtt" ? "text/vtt; charset=utf-8" : "text/plain; charset=utf-8";
   r.body = format == "srt" ? speech::format_srt(t) : format == "vtt" ? speech::format_vtt(t) : t.text + "\n";
   return r;
+}
+
+// Segment texts on their way from the speech worker to a streamed response.
+class SegmentFeed {
+ public:
+  void push(std::string text) {
+    std::lock_guard<std::mutex> lock(mu_);
+    texts_.push_back(std::move(text));
+  }
+  std::vector<std::string> take() {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<std::string> out(std::make_move_iterator(texts_.begin()), std::make_move_iterator(texts_.end()));
+    texts_.clear();
+    return out;
+  }
+  std::atomic<bool> gone{false};  // the client hung up: the job stops at its next window
+
+ private:
+  std::mutex mu_;
+  std::deque<std::string> texts_;
+};
+
+// OpenAI's streamed transcription: a transcript.text.delta event per segment
+// as its window is decoded, then transcript.text.done with the whole text
+// (or an error event if the transcription failed after the stream began).
+HttpResponse stream_transcription(SpeechWorker& w, SpeechJob job) {
+  auto feed = std::make_shared<SegmentFeed>();
+  job.options.on_segment = [feed](const speech::Segment& s) { feed->push(s.text); };
+  job.options.cancelled = [feed] { return feed->gone.load(); };
+  auto ticket = std::make_shared<SpeechWorker::Ticket>(w.submit(std::move(job)));  // a full queue is a 429 here
+  return sse_response([feed, ticket](StreamSink& sink) {
+    auto event = [&](const nlohmann::json& e) { return sink.write(sse_data(e.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))); };
+    while (true) {
+      const bool done = ticket->wait(std::chrono::milliseconds(100));
+      for (const std::string& d : feed->take())
+        if (!event({{"type", "transcript.text.delta"}, {"delta", d}})) {
+          feed->gone = true;
+          ticket->cancel();
+          return;
+        }
+      if (done) break;
+    }
+    try {
+      event({{"type", "transcript.text.done"}, {"text", trimmed(ticket->get().text)}});
+    } catch (const std::exception& e) {
+      const ErrorInfo info = classify_exception(e);
+      event({{"type", "error"}, {"error", openai_error_body(info.status, info.message, info.param, info.code)["error"]}});
+    }
+  });
 }
 
 HttpResponse run_audio(Service& svc, const HttpRequest& req, bool translation) {
@@ -162,8 +275,18 @@ HttpResponse run_audio(Service& svc, const HttpRequest& req, bool translation) {
   // 0 (the default) keeps the fallback ladder, as OpenAI documents; any other value is used alone.
   if (temp > 0) job.options.temperatures = {temp};
   job.options.timestamps = f.response_format == "srt" || f.response_format == "vtt" || f.response_format == "verbose_json";
+  job.options.word_timestamps = has(f.granularities, "word");
+  apply_decoding(f, job.options);
   job.prompt = f.prompt;
+  try {
+    w.prepare(job);
+  } catch (const speech::OptionError& e) {
+    throw ApiError(400, e.what(), e.field(), "invalid_value");
+  } catch (const Error& e) {
+    throw ApiError(400, e.what(), "", "invalid_value");
+  }
   job.pcm = decode_upload(*f.file);
+  if (f.stream == "true") return stream_transcription(w, std::move(job));
   SpeechWorker::Ticket ticket = w.submit(std::move(job));
   while (!ticket.wait(std::chrono::milliseconds(100))) {
     if (req.client_gone()) {
@@ -171,7 +294,7 @@ HttpResponse run_audio(Service& svc, const HttpRequest& req, bool translation) {
       throw ApiError(499, "the client closed the connection");
     }
   }
-  return render(ticket.get(), f.response_format);
+  return render(ticket.get(), f);
 }
 
 }  // namespace

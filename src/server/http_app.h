@@ -1,7 +1,7 @@
 // The HTTP application: routing, API-key auth (constant time, every route
 // but /health), CORS (off unless asked), body limits and error shapes. The
 // Router is plain C++ (testable without sockets); serve_http binds it to a
-// socket with cpp-httplib.
+// socket with libmicrohttpd (event-driven: connections cost no threads).
 #pragma once
 #include <atomic>
 #include <functional>
@@ -41,12 +41,15 @@ bool constant_time_equal(const std::string& a, const std::string& b);
 // server allows `allowed` ("*" or comma-separated origins); "" sends none.
 std::string cors_allow_origin(const std::string& allowed, const std::string& origin);
 
-// Header limits checked before routing (cpp-httplib itself caps one line at 8 KiB).
+// Header limits checked before routing.
 constexpr size_t kMaxHeaderCount = 64;
 constexpr size_t kMaxHeaderBytes = 32u << 10;
+constexpr size_t kMaxHeaderLineBytes = 8u << 10;  // one header line (431)
+constexpr size_t kMaxUriBytes = 8u << 10;         // path and query (414)
 
-// Serves until `stop` becomes true (checked every ~100 ms) or the listener
-// fails; calls on_ready with the bound port. Returns false when binding failed.
+// Serves until `stop` becomes true (checked every ~100 ms); calls on_ready
+// with the bound port. Returns false when binding failed. Raises the process's
+// open-file limit so --max-connections fits (or lowers the cap, with a warning).
 bool serve_http(Router& router, Service& svc, const std::function<void(int)>& on_ready, const std::atomic<bool>& stop);
 
 }  // namespace ingot::server

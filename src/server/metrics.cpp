@@ -61,6 +61,16 @@ void Metrics::count_finish(const std::string& reason) {
   ++finishes_[reason];
 }
 
+void Metrics::count_http_event(const std::string& event) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++http_events_[event];
+}
+
+void Metrics::set_http_connections(size_t open) {
+  std::lock_guard<std::mutex> lock(mu_);
+  http_connections_ = open;
+}
+
 std::string Metrics::render(const engine::Stats& s) const {
   std::ostringstream os;
   auto gauge = [&](const char* name, const char* help, double v) {
@@ -78,6 +88,11 @@ std::string Metrics::render(const engine::Stats& s) const {
     os << "# HELP ingot_request_finish_total Generations by finish reason.\n"
           "# TYPE ingot_request_finish_total counter\n";
     for (auto& [reason, n] : finishes_) os << "ingot_request_finish_total{reason=\"" << reason << "\"} " << n << '\n';
+    os << "# HELP ingot_http_connection_events_total Connections refused or closed by the server, by cause.\n"
+          "# TYPE ingot_http_connection_events_total counter\n";
+    for (auto& [event, n] : http_events_)
+      os << "ingot_http_connection_events_total{event=\"" << event << "\"} " << n << '\n';
+    gauge("ingot_http_connections_open", "Open HTTP connections.", static_cast<double>(http_connections_));
     counter("ingot_prompt_tokens_total", "Prompt tokens of served requests.", static_cast<double>(prompt_tokens_));
     counter("ingot_generation_tokens_total", "Tokens generated for served requests.",
             static_cast<double>(completion_tokens_));

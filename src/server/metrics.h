@@ -37,12 +37,18 @@ class Metrics {
   void observe_e2e(double seconds) { e2e_.observe(seconds); }
   void add_tokens(int64_t prompt, int64_t completion);
   void count_finish(const std::string& reason);
+  // HTTP connection events: refused_client_limit, refused_total_limit,
+  // header_timeout, io_timeout, stalled_stream.
+  void count_http_event(const std::string& event);
+  void set_http_connections(size_t open);
   std::string render(const engine::Stats& s) const;
 
  private:
   mutable std::mutex mu_;
   std::map<std::pair<std::string, int>, uint64_t> requests_;
   std::map<std::string, uint64_t> finishes_;
+  std::map<std::string, uint64_t> http_events_;
+  size_t http_connections_ = 0;
   int64_t prompt_tokens_ = 0, completion_tokens_ = 0;
   Histogram ttft_, tpot_, e2e_;
 };

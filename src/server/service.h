@@ -34,7 +34,14 @@ struct ServeOptions {
   std::string cors_origin;  // empty: CORS off; "*" or comma-separated origins
   size_t max_body_bytes = 16u << 20;
   int64_t context_length = 4096;
-  int http_threads = 128;
+  int http_threads = 128;  // worker threads for handlers (not per connection)
+  // Connection limits and deadlines (docs/server.md, "Slow and idle clients").
+  size_t max_connections = 4096;
+  size_t max_connections_per_client = 1024;
+  int header_timeout_s = 10;      // a request head must be complete within this
+  int keep_alive_timeout_s = 10;  // an idle connection is closed after this
+  int io_timeout_s = 30;          // an upload or response with no progress for this long is dropped
+  size_t body_budget_bytes = 0;   // request bodies held at once (0: max(256 MiB, 8 * max_body_bytes))
   // mlx_lm.server defaults for fields a request omits.
   float temperature = 0.0f, top_p = 1.0f, min_p = 0.0f;
   int top_k = 0;

@@ -6,8 +6,20 @@
 namespace ingot::server {
 
 SpeechWorker::SpeechWorker(Run run, std::string model_id, std::vector<std::string> aliases, size_t max_queue)
-    : run_(std::move(run)), model_id_(std::move(model_id)), aliases_(std::move(aliases)), max_queue_(max_queue) {
+    : SpeechWorker(std::move(run), nullptr, std::move(model_id), std::move(aliases), max_queue) {}
+
+SpeechWorker::SpeechWorker(Run run, Prepare prepare, std::string model_id, std::vector<std::string> aliases,
+                           size_t max_queue)
+    : run_(std::move(run)),
+      prepare_(std::move(prepare)),
+      model_id_(std::move(model_id)),
+      aliases_(std::move(aliases)),
+      max_queue_(max_queue) {
   thread_ = std::thread([this] { loop(); });
+}
+
+void SpeechWorker::prepare(SpeechJob& job) const {
+  if (prepare_) prepare_(job);
 }
 
 SpeechWorker::~SpeechWorker() {

@@ -26,8 +26,12 @@ struct SpeechJob {
 class SpeechWorker {
  public:
   using Run = std::function<speech::Transcript(const SpeechJob&)>;
+  // Completes and checks a job before it queues (tokenizes its prompt, checks
+  // its options against the model); throws Error for one the model cannot run.
+  using Prepare = std::function<void(SpeechJob&)>;
   // `model_id` and `aliases` are the names requests may use for the model.
   SpeechWorker(Run run, std::string model_id, std::vector<std::string> aliases, size_t max_queue);
+  SpeechWorker(Run run, Prepare prepare, std::string model_id, std::vector<std::string> aliases, size_t max_queue);
   ~SpeechWorker();
   SpeechWorker(const SpeechWorker&) = delete;
   SpeechWorker& operator=(const SpeechWorker&) = delete;
@@ -47,6 +51,8 @@ class SpeechWorker {
     std::shared_ptr<std::atomic<bool>> cancelled_;
   };
 
+  // Runs Prepare on the caller's thread (nothing when there is none).
+  void prepare(SpeechJob& job) const;
   // Queues a job; ApiError 429 when `max_queue` jobs are already waiting.
   Ticket submit(SpeechJob job);
 
@@ -63,6 +69,7 @@ class SpeechWorker {
   void loop();
 
   Run run_;
+  Prepare prepare_;
   std::string model_id_;
   std::vector<std::string> aliases_;
   size_t max_queue_;

@@ -1,272 +1,201 @@
 #include "speech/transcribe.h"
 
-#include <zlib.h>
-
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 #include <limits>
-#include <nlohmann/json.hpp>
-#include <random>
 
 #include "audio/mel.h"
-#include "ops/ops.h"
 #include "util/error.h"
 #include "util/strings.h"
 
 namespace ingot::speech {
-
-using nlohmann::json;
 
 namespace {
 
 constexpr int kSampleRate = 16000;
 constexpr double kSecondsPerTimestamp = 0.02;  // one timestamp token per 2 encoder frames
 
-std::vector<int32_t> ints(const json& j, const char* key) {
-  std::vector<int32_t> out;
-  auto it = j.find(key);
-  if (it == j.end()) return out;
-  if (it->is_number_integer()) out.push_back(it->get<int32_t>());
-  if (it->is_array())
-    for (const json& v : *it)
-      if (v.is_number_integer()) out.push_back(v.get<int32_t>());
-  return out;
-}
+}  // namespace
 
-double compression_ratio(const std::string& s) {
-  if (s.empty()) return 0.0;
-  uLongf cap = compressBound(static_cast<uLong>(s.size()));
-  std::vector<Bytef> buf(cap);
-  if (compress2(buf.data(), &cap, reinterpret_cast<const Bytef*>(s.data()), static_cast<uLong>(s.size()), 9) != Z_OK)
-    return 0.0;
-  return static_cast<double>(s.size()) / static_cast<double>(cap);
-}
-
-struct WindowResult {
-  std::vector<int32_t> tokens;  // generated, EOS excluded
-  double sum_logprob = 0;
-  double avg_logprob = 0;
-  double compression = 0;
-  std::string text;
-};
-
-class WindowDecoder {
- public:
-  WindowDecoder(const WhisperModel& m, const WhisperGeneration& g, const TranscribeOptions& o, const TextFn& t)
-      : model_(m), gen_(g), opt_(o), text_(t) {
-    ts_begin_ = gen_.no_timestamps_id >= 0 ? gen_.no_timestamps_id + 1 : -1;
+WindowCut cut_window(const std::vector<int32_t>& tokens, const LogitRules& rules, double t0, int64_t len,
+                     int64_t window) {
+  WindowCut c;
+  c.advance = len;
+  c.consumed = tokens;
+  if (!rules.timestamps() || rules.ts_begin() < 0) {
+    Segment s;
+    s.start = t0;
+    s.end = t0 + static_cast<double>(len) / kSampleRate;
+    s.tokens = tokens;
+    c.segments.push_back(s);
+    return c;
   }
-
-  int32_t ts_begin() const { return ts_begin_; }
-  bool is_eos(int32_t t) const {
-    return std::find(gen_.eos_token_ids.begin(), gen_.eos_token_ids.end(), t) != gen_.eos_token_ids.end();
-  }
-  bool is_timestamp(int32_t t) const { return ts_begin_ >= 0 && t >= ts_begin_; }
-
-  WindowResult run(const Tensor& enc, const std::vector<int32_t>& prompt, float temperature, std::mt19937_64& rng,
-                   Dump* dump) const {
-    auto st = model_.start(enc);
-    const int64_t V = model_.config().vocab_size;
-    int64_t limit = model_.config().max_target_positions - static_cast<int64_t>(prompt.size());
-    if (opt_.max_new_tokens > 0) limit = std::min(limit, opt_.max_new_tokens);
-    WindowResult r;
-    std::vector<int32_t> feed = prompt;
-    for (int64_t step = 0; step < limit; ++step) {
-      std::vector<float> row = model_.decode(st, feed).to_f32_vector();
-      if (dump) dump->step_logits.insert(dump->step_logits.end(), row.begin(), row.end());
-      process(row, r.tokens, step);
-      int32_t tok = choose(row, temperature, rng);
-      // log-probability of the choice under the processed distribution
-      float mx = *std::max_element(row.begin(), row.end());
-      double se = 0;
-      for (float v : row) se += std::exp(static_cast<double>(v) - mx);
-      double lp = row[static_cast<size_t>(tok)] - mx - std::log(se);
-      if (std::isfinite(lp)) r.sum_logprob += lp;
-      if (dump) dump->decoder_ids.push_back(tok);
-      if (is_eos(tok)) break;
-      r.tokens.push_back(tok);
-      feed = {tok};
-      (void)V;
-    }
-    std::vector<int32_t> text_tokens;
-    for (int32_t t : r.tokens)
-      if (!is_timestamp(t)) text_tokens.push_back(t);
-    r.text = text_ ? text_(text_tokens) : "";
-    r.avg_logprob = r.sum_logprob / static_cast<double>(r.tokens.size() + 1);
-    r.compression = compression_ratio(r.text);
-    return r;
-  }
-
- private:
-  void process(std::vector<float>& row, const std::vector<int32_t>& generated, int64_t step) const {
-    const float ninf = -std::numeric_limits<float>::infinity();
-    const int64_t V = static_cast<int64_t>(row.size());
-    auto suppress = [&](int32_t id) {
-      if (id >= 0 && id < V) row[static_cast<size_t>(id)] = ninf;
-    };
-    for (int32_t id : gen_.suppress_tokens) suppress(id);
-    if (step == 0)
-      for (int32_t id : gen_.begin_suppress_tokens) suppress(id);
-    if (ts_begin_ < 0 || ts_begin_ >= V) return;
-    if (!opt_.timestamps) {
-      for (int64_t id = ts_begin_; id < V; ++id) row[static_cast<size_t>(id)] = ninf;
-      return;
-    }
-    suppress(gen_.no_timestamps_id);
-    const size_t n = generated.size();
-    bool last_ts = n >= 1 && is_timestamp(generated[n - 1]);
-    bool penult_ts = n < 2 || is_timestamp(generated[n - 2]);
-    int32_t eos = gen_.eos_token_ids.empty() ? ts_begin_ : gen_.eos_token_ids[0];
-    if (last_ts) {
-      if (penult_ts) {  // a pair just closed: text (or EOS) must follow
-        for (int64_t id = ts_begin_; id < V; ++id) row[static_cast<size_t>(id)] = ninf;
-      } else {  // an open segment: a timestamp or EOS must follow
-        for (int64_t id = 0; id < eos; ++id) row[static_cast<size_t>(id)] = ninf;
+  Segment cur;
+  bool open = false;
+  size_t closed_at = 0;  // tokens up to the last timestamp that closed a segment
+  int32_t last_closing = -1;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const int32_t t = tokens[i];
+    if (rules.is_timestamp(t)) {
+      const double at = t0 + (t - rules.ts_begin()) * kSecondsPerTimestamp;
+      if (!open) {
+        cur = Segment();
+        cur.start = at;
+        open = true;
+      } else {
+        cur.end = at;
+        open = false;
+        c.segments.push_back(cur);
+        closed_at = i + 1;
+        last_closing = t;
       }
+    } else if (open) {
+      cur.tokens.push_back(t);
     }
-    int32_t last_time = -1;
-    for (int32_t t : generated)
-      if (is_timestamp(t)) last_time = t;
-    if (last_time >= 0) {  // time never runs backwards
-      int32_t floor = last_ts && !penult_ts ? last_time : last_time + 1;
-      for (int32_t id = ts_begin_; id < std::min<int32_t>(floor, static_cast<int32_t>(V)); ++id) suppress(id);
-    }
-    if (step == 0) {  // a window starts with a timestamp, not too late
-      for (int64_t id = 0; id < ts_begin_; ++id) row[static_cast<size_t>(id)] = ninf;
-      for (int64_t id = ts_begin_ + gen_.max_initial_timestamp_index + 1; id < V; ++id)
-        row[static_cast<size_t>(id)] = ninf;
-    }
-    // When timestamps together are likelier than any single text token, take one.
-    float mx = *std::max_element(row.begin(), row.end());
-    if (!std::isfinite(mx)) return;
-    double total = 0;
-    for (float v : row) total += std::exp(static_cast<double>(v) - mx);
-    double ts_mass = 0, text_max = 0;
-    for (int64_t id = 0; id < V; ++id) {
-      double p = std::exp(static_cast<double>(row[static_cast<size_t>(id)]) - mx) / total;
-      if (id >= ts_begin_) ts_mass += p;
-      else text_max = std::max(text_max, p);
-    }
-    if (ts_mass > text_max)
-      for (int64_t id = 0; id < ts_begin_; ++id) row[static_cast<size_t>(id)] = ninf;
   }
-
-  int32_t choose(const std::vector<float>& row, float temperature, std::mt19937_64& rng) const {
-    if (temperature <= 0) {
-      Tensor t = Tensor::from_f32(row, {1, static_cast<int64_t>(row.size())});
-      return ops::argmax(t).to_i32_vector()[0];
-    }
-    float mx = *std::max_element(row.begin(), row.end());
-    std::vector<double> p(row.size());
-    double s = 0;
-    for (size_t i = 0; i < row.size(); ++i) s += (p[i] = std::exp((row[i] - mx) / temperature));
-    std::uniform_real_distribution<double> u(0.0, s);
-    double x = u(rng), acc = 0;
-    for (size_t i = 0; i < p.size(); ++i)
-      if ((acc += p[i]) >= x && p[i] > 0) return static_cast<int32_t>(i);
-    return static_cast<int32_t>(std::max_element(p.begin(), p.end()) - p.begin());
+  const size_t n = tokens.size();
+  const bool single_ending = n >= 1 && rules.is_timestamp(tokens[n - 1]) && !(n >= 2 && rules.is_timestamp(tokens[n - 2]));
+  if (!single_ending && last_closing >= 0 && len == window) {
+    // Speech runs on past the last closed segment: the next window starts there and decodes the rest
+    // again, so what followed is neither a segment nor previous text. A window always moves on by at
+    // least a second, so the number of windows stays bounded by the duration whatever the timestamps say.
+    c.advance = std::max<int64_t>(static_cast<int64_t>((last_closing - rules.ts_begin()) * kSecondsPerTimestamp * kSampleRate),
+                                  kSampleRate);
+    c.consumed.assign(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(closed_at));
+    return c;
   }
+  if (open && !cur.tokens.empty()) {  // unterminated text runs to the window's end
+    cur.end = t0 + static_cast<double>(len) / kSampleRate;
+    c.segments.push_back(cur);
+  }
+  return c;
+}
 
-  const WhisperModel& model_;
-  const WhisperGeneration& gen_;
-  const TranscribeOptions& opt_;
-  const TextFn& text_;
-  int32_t ts_begin_ = -1;
-};
+namespace {
 
-int32_t language_token(const WhisperGeneration& gen, const std::string& lang) {
-  std::string want = starts_with(lang, "<|") ? lang : "<|" + lang + "|>";
-  for (const auto& [name, id] : gen.lang_to_id)
-    if (name == want) return id;
-  fail(ErrorKind::InvalidArgument, "unknown language '", lang, "' for this model");
+// Gives each segment of a window the words of its tokens, in order, and lets
+// the words' times (seconds from the window start) settle the segment's edges.
+void attach_words(std::vector<Segment>& segs, std::vector<Word> words, double t0, const LogitRules& rules) {
+  size_t w = 0;
+  for (Segment& s : segs) {
+    int64_t need = 0;
+    for (int32_t t : s.tokens) need += rules.is_timestamp(t) ? 0 : 1;
+    int64_t got = 0;
+    while (w < words.size() && got < need) {
+      Word x = words[w++];
+      got += x.tokens;
+      x.start += t0;
+      x.end += t0;
+      s.words.push_back(std::move(x));
+    }
+    if (s.words.empty()) continue;
+    // Words stay inside their segment; a segment's edges follow its words where they are inside it.
+    for (Word& x : s.words) {
+      x.start = std::clamp(x.start, s.start, s.end);
+      x.end = std::clamp(x.end, x.start, s.end);
+    }
+    s.start = s.words.front().start;
+    s.end = std::max(s.words.back().end, s.start);
+  }
 }
 
 }  // namespace
 
-WhisperGeneration load_whisper_generation(const std::string& dir, const ModelConfig& cfg) {
-  WhisperGeneration g;
-  g.decoder_start_token_id = static_cast<int32_t>(cfg.get_int("decoder_start_token_id", 0));
-  g.eos_token_ids = cfg.eos_token_ids;
-  std::string path = (std::filesystem::path(dir) / "generation_config.json").string();
-  if (!file_exists(path)) return g;
-  json j;
-  try {
-    j = json::parse(read_text_file(path));
-  } catch (const std::exception& e) {
-    fail(ErrorKind::BadFormat, path, ": ", e.what());
+namespace {
+template <typename... Args>
+[[noreturn]] void bad_option(const std::string& field, Args&&... args) {
+  throw OptionError(field, str_cat(std::forward<Args>(args)...));
+}
+}  // namespace
+
+void check_options(const TranscribeOptions& opt, const WhisperModel& model, const WhisperGeneration& gen) {
+  if (opt.task != "transcribe" && opt.task != "translate") bad_option("task", "task must be transcribe or translate");
+  if (opt.temperatures.empty()) bad_option("temperature", "no decoding temperature given");
+  for (float t : opt.temperatures)
+    if (!(t >= 0.0f) || t > 2.0f) bad_option("temperature", "temperature must be in [0, 2]");
+  if (opt.beam_size < 1 || opt.beam_size > 32) bad_option("beam_size", "beam_size must be in [1, 32]");
+  if (opt.best_of < 1 || opt.best_of > 32) bad_option("best_of", "best_of must be in [1, 32]");
+  if (!(opt.patience > 0) || opt.patience > 32) bad_option("patience", "patience must be in (0, 32]");
+  if (opt.length_penalty && !(*opt.length_penalty >= 0 && *opt.length_penalty <= 10))
+    bad_option("length_penalty", "length_penalty must be in [0, 10]");
+  if (opt.no_speech_threshold && !(*opt.no_speech_threshold >= 0 && *opt.no_speech_threshold <= 1))
+    bad_option("no_speech_threshold", "no_speech_threshold must be in [0, 1]");
+  if (!std::isfinite(opt.compression_ratio_threshold))
+    bad_option("compression_ratio_threshold", "compression_ratio_threshold must be a number");
+  if (!std::isfinite(opt.logprob_threshold)) bad_option("log_prob_threshold", "log_prob_threshold must be a number");
+  if (opt.max_new_tokens < 0) bad_option("max_new_tokens", "max_new_tokens must be >= 0");
+  if (opt.task == "translate" && (!gen.is_multilingual || gen.translate_id < 0))
+    bad_option("model", "this model cannot translate (it is English-only or has no translate token)");
+  if (!gen.is_multilingual && !opt.language.empty() && opt.language != "en" && opt.language != "<|en|>")
+    bad_option("language", "this model is English-only; language '", opt.language, "' is not available");
+  if (gen.is_multilingual && !gen.lang_to_id.empty() && !opt.language.empty()) {
+    try {
+      gen.language_token(opt.language);
+    } catch (const Error& e) {
+      bad_option("language", e.what());
+    }
   }
-  if (!j.is_object()) return g;
-  if (j.contains("decoder_start_token_id") && j["decoder_start_token_id"].is_number_integer())
-    g.decoder_start_token_id = j["decoder_start_token_id"].get<int32_t>();
-  auto eos = ints(j, "eos_token_id");
-  if (!eos.empty()) g.eos_token_ids = eos;
-  g.suppress_tokens = ints(j, "suppress_tokens");
-  g.begin_suppress_tokens = ints(j, "begin_suppress_tokens");
-  if (j.contains("lang_to_id") && j["lang_to_id"].is_object())
-    for (auto it = j["lang_to_id"].begin(); it != j["lang_to_id"].end(); ++it)
-      if (it->is_number_integer()) g.lang_to_id.emplace_back(it.key(), it->get<int32_t>());
-  if (j.contains("task_to_id") && j["task_to_id"].is_object()) {
-    g.transcribe_id = j["task_to_id"].value("transcribe", -1);
-    g.translate_id = j["task_to_id"].value("translate", -1);
-  }
-  if (j.contains("no_timestamps_token_id") && j["no_timestamps_token_id"].is_number_integer())
-    g.no_timestamps_id = j["no_timestamps_token_id"].get<int32_t>();
-  if (j.contains("prev_sot_token_id") && j["prev_sot_token_id"].is_number_integer())
-    g.prev_sot_id = j["prev_sot_token_id"].get<int32_t>();
-  if (j.contains("max_initial_timestamp_index") && j["max_initial_timestamp_index"].is_number_integer())
-    g.max_initial_timestamp_index = j["max_initial_timestamp_index"].get<int32_t>();
-  g.is_multilingual = j.value("is_multilingual", !g.lang_to_id.empty());
-  return g;
+  if (!opt.prompt_ids.empty() && gen.prev_sot_id < 0)
+    bad_option("prompt", "this model has no <|startofprev|> token, so it takes no text prompt");
+  if (opt.word_timestamps && gen.alignment_heads.empty())
+    bad_option("timestamp_granularities",
+               "word timestamps need the checkpoint's alignment heads (alignment_heads in generation_config.json)");
+  for (const auto& [layer, head] : gen.alignment_heads)
+    if (layer < 0 || layer >= model.config().decoder_layers || head < 0 || head >= model.config().decoder_heads)
+      fail(ErrorKind::BadFormat, "generation_config.json: alignment head (", layer, ", ", head, ") is not in the model");
 }
 
-Transcript transcribe(const WhisperModel& model, const WhisperGeneration& gen, const std::vector<float>& pcm,
-                      const TranscribeOptions& opt, const TextFn& text, Dump* dump) {
-  if (pcm.empty()) fail(ErrorKind::InvalidArgument, "the audio is empty");
-  if (opt.task != "transcribe" && opt.task != "translate")
-    fail(ErrorKind::InvalidArgument, "task must be transcribe or translate");
-  if (opt.temperatures.empty()) fail(ErrorKind::InvalidArgument, "no decoding temperature given");
-  if (opt.task == "translate" && (!gen.is_multilingual || gen.translate_id < 0))
-    fail(ErrorKind::InvalidArgument, "this model cannot translate (it is English-only or has no translate token)");
-  if (!gen.is_multilingual && !opt.language.empty() && opt.language != "en" && opt.language != "<|en|>")
-    fail(ErrorKind::InvalidArgument, "this model is English-only; language '", opt.language, "' is not available");
-  if (gen.is_multilingual && !gen.lang_to_id.empty() && !opt.language.empty()) language_token(gen, opt.language);
-  if (!opt.prompt_ids.empty() && gen.prev_sot_id < 0)
-    fail(ErrorKind::InvalidArgument, "this model has no <|startofprev|> token, so it takes no text prompt");
-  // Like the reference, keep the prompt's last max_target_positions / 2 - 1 tokens.
-  std::vector<int32_t> prev;
-  if (!opt.prompt_ids.empty()) {
-    size_t keep = static_cast<size_t>(std::max<int64_t>(0, model.config().max_target_positions / 2 - 1));
-    prev.push_back(gen.prev_sot_id);
-    size_t from = opt.prompt_ids.size() > keep ? opt.prompt_ids.size() - keep : 0;
-    prev.insert(prev.end(), opt.prompt_ids.begin() + static_cast<std::ptrdiff_t>(from), opt.prompt_ids.end());
+WindowPrompt window_prompt(const WhisperGeneration& gen, const std::vector<int32_t>& previous,
+                          const std::vector<int32_t>& sot_sequence, bool timestamps, size_t max_previous) {
+  WindowPrompt p;
+  if (!previous.empty() && gen.prev_sot_id >= 0 && max_previous > 0) {
+    // Like the reference, keep the last max_previous tokens.
+    const size_t from = previous.size() > max_previous ? previous.size() - max_previous : 0;
+    p.tokens.push_back(gen.prev_sot_id);
+    p.tokens.insert(p.tokens.end(), previous.begin() + static_cast<std::ptrdiff_t>(from), previous.end());
   }
-  for (float t : opt.temperatures)
-    if (!(t >= 0.0f) || t > 2.0f) fail(ErrorKind::InvalidArgument, "temperature must be in [0, 2]");
+  p.sot_index = p.tokens.size();
+  p.tokens.insert(p.tokens.end(), sot_sequence.begin(), sot_sequence.end());
+  if (!timestamps && gen.no_timestamps_id >= 0) p.tokens.push_back(gen.no_timestamps_id);
+  return p;
+}
+
+namespace {
+
+// `timeline` (with VAD) maps times in `pcm` back onto the recording it was gathered from.
+Transcript transcribe_pcm(const WhisperModel& model, const WhisperGeneration& gen, const std::vector<float>& pcm,
+                          const SpeechTimeline* timeline, const TranscribeOptions& opt, const TextFn& text,
+                          Dump* dump) {
   audio::MelConfig mc;
   mc.n_mels = static_cast<int>(model.config().num_mel_bins);
   const int64_t window = mc.n_samples;
-  WindowDecoder dec(model, gen, opt, text);
+  const bool timestamps = opt.timestamps || opt.word_timestamps;
+  const LogitRules rules(gen, model.config().vocab_size, timestamps);
+  const WindowDecoder dec(model, gen, rules, text);
   Transcript out;
   out.task = opt.task;
   if (!gen.is_multilingual) out.language = "en";  // English-only checkpoints
-  out.duration = static_cast<double>(pcm.size()) / kSampleRate;
   std::mt19937_64 rng(opt.seed);
   int32_t lang_id = -1;
+  // Everything decoded so far (the initial prompt first); windows see what came after prompt_reset.
+  std::vector<int32_t> history = opt.prompt_ids;
+  size_t prompt_reset = 0;
+  const size_t max_previous = static_cast<size_t>(std::max<int64_t>(0, model.config().max_target_positions / 2 - 1));
   for (int64_t seek = 0; seek < static_cast<int64_t>(pcm.size());) {
+    if (opt.cancelled && opt.cancelled()) break;
     const int64_t len = std::min<int64_t>(window, static_cast<int64_t>(pcm.size()) - seek);
     std::vector<float> chunk(pcm.begin() + seek, pcm.begin() + seek + len);
-    Tensor mel = audio::log_mel(chunk, mc, model.device());
+    Tensor mel = audio::log_mel(chunk, mc);
     Tensor enc = model.encode(mel);
-    bool first = dump && out.segments.empty() && seek == 0;
-    std::vector<int32_t> prompt = prev;
-    prompt.push_back(gen.decoder_start_token_id);
+    auto cross = model.cross_kv(enc);  // one per window: every attempt and beam reads it
+    const bool first = dump && out.segments.empty() && seek == 0;
+    std::vector<int32_t> sot_sequence{gen.decoder_start_token_id};
     if (gen.is_multilingual && !gen.lang_to_id.empty()) {
       if (lang_id < 0) {
         if (!opt.language.empty()) {
-          lang_id = language_token(gen, opt.language);
-        } else {  // detect from the first window
-          auto st = model.start(enc);
+          lang_id = gen.language_token(opt.language);
+        } else {  // detect from the first window: the likeliest language token after <|startoftranscript|>
+          auto st = model.start(cross);
           std::vector<float> row = model.decode(st, {gen.decoder_start_token_id}).to_f32_vector();
           float best = -std::numeric_limits<float>::infinity();
           for (const auto& [name, id] : gen.lang_to_id)
@@ -276,127 +205,105 @@ Transcript transcribe(const WhisperModel& model, const WhisperGeneration& gen, c
             }
         }
       }
-      prompt.push_back(lang_id);
-      for (const auto& [name, id] : gen.lang_to_id)
-        if (id == lang_id) out.language = name.substr(2, name.size() - 4);
+      sot_sequence.push_back(lang_id);
+      out.language = gen.language_of(lang_id);
     }
-    int32_t task_id = opt.task == "translate" ? gen.translate_id : gen.transcribe_id;
-    if (task_id >= 0) prompt.push_back(task_id);
-    if (!opt.timestamps && gen.no_timestamps_id >= 0) prompt.push_back(gen.no_timestamps_id);
+    const int32_t task_id = opt.task == "translate" ? gen.translate_id : gen.transcribe_id;
+    if (task_id >= 0) sot_sequence.push_back(task_id);
+    const std::vector<int32_t> previous(history.begin() + static_cast<std::ptrdiff_t>(prompt_reset), history.end());
+    const WindowPrompt wp = window_prompt(gen, previous, sot_sequence, timestamps, max_previous);
+    const std::vector<int32_t>& prompt = wp.tokens;
+    const size_t sot_index = wp.sot_index;
     if (first) {
       dump->mel = mel;
       dump->encoder_out = enc.to(Device::CPU);
       dump->decoder_ids = prompt;
     }
     WindowResult r;
-    float used_t = 0;
     for (size_t ti = 0; ti < opt.temperatures.size(); ++ti) {
-      used_t = opt.temperatures[ti];
-      r = dec.run(enc, prompt, used_t, rng, first && ti == 0 ? dump : nullptr);
-      bool last = ti + 1 == opt.temperatures.size() || !opt.fallback;
+      DecodeOptions d;
+      d.temperature = opt.temperatures[ti];
+      d.beam_size = opt.beam_size;
+      d.best_of = opt.best_of;
+      d.patience = opt.patience;
+      d.length_penalty = opt.length_penalty;
+      d.max_new_tokens = opt.max_new_tokens;
+      r = dec.run(cross, prompt, sot_index, d, rng, first && ti == 0 ? dump : nullptr);
+      const bool last = ti + 1 == opt.temperatures.size() || !opt.fallback;
       bool bad = r.compression > opt.compression_ratio_threshold || r.avg_logprob < opt.logprob_threshold;
+      if (opt.no_speech_threshold && r.no_speech_prob > *opt.no_speech_threshold) bad = false;  // silence: no retry
       if (!bad || last) break;
     }
     const double t0 = static_cast<double>(seek) / kSampleRate;
-    int64_t advance = len;
-    std::vector<Segment> segs;
-    if (opt.timestamps && dec.ts_begin() >= 0) {
-      // Segments between consecutive timestamp tokens.
-      Segment cur;
-      bool open = false;
-      int32_t last_ts = -1;
-      for (int32_t t : r.tokens) {
-        if (dec.is_timestamp(t)) {
-          double at = t0 + (t - dec.ts_begin()) * kSecondsPerTimestamp;
-          last_ts = t;
-          if (!open) {
-            cur = Segment();
-            cur.start = at;
-            open = true;
-          } else {
-            cur.end = at;
-            open = false;
-            segs.push_back(cur);
-          }
-        } else if (open) {
-          cur.tokens.push_back(t);
-        }
-      }
-      size_t n = r.tokens.size();
-      bool single_ending = n >= 1 && dec.is_timestamp(r.tokens[n - 1]) && !(n >= 2 && dec.is_timestamp(r.tokens[n - 2]));
-      if (!single_ending && last_ts >= 0 && len == window) {
-        advance = static_cast<int64_t>((last_ts - dec.ts_begin()) * kSecondsPerTimestamp * kSampleRate);
-        // A window always moves on by at least a second, so the number of windows stays bounded by the
-        // duration whatever the timestamps say.
-        advance = std::max<int64_t>(advance, kSampleRate);
-      }
-      if (open && !cur.tokens.empty()) {  // unterminated text runs to the window's end
-        cur.end = t0 + static_cast<double>(len) / kSampleRate;
-        segs.push_back(cur);
-      }
-      for (Segment& s : segs) s.text = text ? text(s.tokens) : "";
-    } else {
-      Segment s;
-      s.start = t0;
-      s.end = t0 + static_cast<double>(len) / kSampleRate;
-      s.tokens = r.tokens;
-      s.text = r.text;
-      segs.push_back(s);
+    // Silence, as the model judges it: nothing of this window is kept.
+    if (opt.no_speech_threshold && r.no_speech_prob > *opt.no_speech_threshold &&
+        !(r.avg_logprob > opt.logprob_threshold)) {
+      seek += len;
+      continue;
     }
-    for (Segment& s : segs) {
+    WindowCut cut = cut_window(r.tokens, rules, t0, len, window);
+    for (Segment& s : cut.segments) s.text = text ? text(s.tokens) : "";
+    if (opt.word_timestamps) {
+      AlignInput in;
+      in.cross = cross;
+      in.sot_sequence = sot_sequence;
+      in.audio_frames = len / mc.hop / 2;
+      in.language = out.language;
+      for (size_t i = 0; i < r.tokens.size(); ++i)
+        if (!rules.is_timestamp(r.tokens[i])) {
+          in.text_tokens.push_back(r.tokens[i]);
+          in.token_logprobs.push_back(i < r.token_logprobs.size() ? r.token_logprobs[i] : 0.0f);
+        }
+      attach_words(cut.segments, align_words(model, gen, in, text), t0, rules);
+    }
+    for (Segment& s : cut.segments) {
       s.avg_logprob = r.avg_logprob;
       s.compression_ratio = r.compression;
-      s.temperature = used_t;
+      s.temperature = r.temperature;
+      s.no_speech_prob = r.no_speech_prob;
+      if (timeline) {
+        s.start = timeline->original(s.start, false);
+        s.end = timeline->original(s.end, true);
+        for (Word& w : s.words) {
+          w.start = timeline->original(w.start, false);
+          w.end = timeline->original(w.end, true);
+        }
+      }
+      if (opt.on_segment) opt.on_segment(s);
       out.text += s.text;
       out.segments.push_back(std::move(s));
     }
-    seek += advance;
+    history.insert(history.end(), cut.consumed.begin(), cut.consumed.end());
+    if (!opt.condition_on_previous_text || r.temperature > opt.prompt_reset_on_temperature) prompt_reset = history.size();
+    seek += cut.advance;
   }
   return out;
 }
 
-namespace {
-std::string stamp(double t, char sep) {
-  int64_t ms = static_cast<int64_t>(std::llround(t * 1000));
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "%02lld:%02lld:%02lld%c%03lld", static_cast<long long>(ms / 3600000),
-                static_cast<long long>(ms / 60000 % 60), static_cast<long long>(ms / 1000 % 60), sep,
-                static_cast<long long>(ms % 1000));
-  return buf;
-}
 }  // namespace
 
-std::string format_srt(const Transcript& t) {
-  std::string out;
-  int i = 1;
-  for (const Segment& s : t.segments)
-    out += std::to_string(i++) + "\n" + stamp(s.start, ',') + " --> " + stamp(s.end, ',') + "\n" +
-           std::string(trim(s.text)) + "\n\n";
-  return out;
-}
-
-std::string format_vtt(const Transcript& t) {
-  std::string out = "WEBVTT\n\n";
-  for (const Segment& s : t.segments)
-    out += stamp(s.start, '.') + " --> " + stamp(s.end, '.') + "\n" + std::string(trim(s.text)) + "\n\n";
-  return out;
-}
-
-std::string format_json(const Transcript& t, bool verbose) {
-  json j = {{"text", t.text}};
-  if (verbose) {
-    j["task"] = t.task;
-    j["language"] = t.language;
-    j["duration"] = t.duration;
-    json segs = json::array();
-    int id = 0;
-    for (const Segment& s : t.segments)
-      segs.push_back({{"id", id++}, {"start", s.start}, {"end", s.end}, {"text", s.text}, {"tokens", s.tokens},
-                      {"temperature", s.temperature}, {"avg_logprob", s.avg_logprob},
-                      {"compression_ratio", s.compression_ratio}});
-    j["segments"] = segs;
+Transcript transcribe(const WhisperModel& model, const WhisperGeneration& gen, const std::vector<float>& pcm,
+                      const TranscribeOptions& opt, const TextFn& text, Dump* dump) {
+  if (pcm.empty()) fail(ErrorKind::InvalidArgument, "the audio is empty");
+  check_options(opt, model, gen);
+  const double duration = static_cast<double>(pcm.size()) / kSampleRate;
+  if (!opt.vad) {
+    Transcript t = transcribe_pcm(model, gen, pcm, nullptr, opt, text, dump);
+    t.duration = duration;
+    return t;
   }
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+  SpeechTimeline timeline(detect_speech(pcm, opt.vad_options), kSampleRate);
+  Transcript t;
+  std::vector<float> speech = timeline.gather(pcm);
+  if (!speech.empty()) {
+    t = transcribe_pcm(model, gen, speech, &timeline, opt, text, dump);
+  } else {
+    t.task = opt.task;
+    if (!gen.is_multilingual) t.language = "en";
+  }
+  t.duration = duration;
+  t.speech = timeline.spans();
+  return t;
 }
 
 }  // namespace ingot::speech

@@ -52,12 +52,13 @@ def free_port() -> int:
 
 
 class Server:
-    def __init__(self, ingot_bin, model_dir, *extra, ctx=512):
+    def __init__(self, ingot_bin, model_dir, *extra, ctx=512, preexec_fn=None):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.args = [ingot_bin, "serve", "--model", str(model_dir), "--port", str(self.port), "--ctx", str(ctx),
                      "--max-tokens", "16", *extra]
-        self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     preexec_fn=preexec_fn)
         self.output = []
         ready = threading.Event()
 

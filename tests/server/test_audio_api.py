@@ -208,10 +208,18 @@ def test_bad_input(speech_server, tmp_path):
                       headers={"Content-Type": "multipart/form-data; boundary=xyz"}, timeout=30)
     assert r.status_code == 400
     fields = [({"response_format": "xml"}, "response_format"), ({"temperature": "hot"}, "temperature"),
-              ({"temperature": "1.5"}, "temperature"), ({"stream": "true"}, "stream"),
+              ({"temperature": "1.5"}, "temperature"), ({"stream": "true", "response_format": "srt"}, "stream"),
+              ({"stream": "maybe"}, "stream"),
               ({"timestamp_granularities[]": "word", "response_format": "verbose_json"}, "timestamp_granularities"),
               ({"timestamp_granularities[]": "segment"}, "timestamp_granularities"),
-              ({"prompt": "earlier words"}, None), ({"language": "fr"}, None)]
+              ({"prompt": "earlier words"}, "prompt"), ({"language": "fr"}, "language"),
+              ({"beam_size": "0"}, "beam_size"), ({"beam_size": "2.5"}, "beam_size"), ({"best_of": "x"}, "best_of"),
+              ({"patience": "-1"}, "patience"), ({"length_penalty": "nan"}, "length_penalty"),
+              ({"condition_on_previous_text": "maybe"}, "condition_on_previous_text"),
+              ({"vad_filter": "yes please"}, "vad_filter"), ({"no_speech_threshold": "2"}, "no_speech_threshold"),
+              ({"log_prob_threshold": "1"}, "log_prob_threshold"),
+              ({"timestamp_granularities[]": "character", "response_format": "verbose_json"},
+               "timestamp_granularities")]
     for data, param in fields:
         e = error_of(post(s, {"file": ("a.wav", clip)}, {"model": "whisper-1", **data}))
         assert e["param"] == param, (data, e)
@@ -224,6 +232,31 @@ def test_bad_input(speech_server, tmp_path):
     with pytest.raises(openai.BadRequestError) as e:  # the golden has no task tokens
         c.audio.translations.create(model="whisper-1", file=("a.wav", clip))
     assert "translate" in e.value.body["message"]
+    assert s.alive()
+
+
+def test_streamed_transcription(speech_server):
+    """stream=true: a transcript.text.delta event per segment as its window is decoded, then
+    transcript.text.done; a client that hangs up mid-stream leaves the server serving."""
+    s = speech_server
+    c = sdk(s)
+    clip = wav_bytes(tone(65.0, seed=3))  # three windows
+    events = list(c.audio.transcriptions.create(model="whisper-1", file=("long.wav", clip), stream=True))
+    deltas = [e.delta for e in events if e.type == "transcript.text.delta"]
+    assert [e.type for e in events][-1] == "transcript.text.done" and len(deltas) == 3, events
+    assert "".join(deltas).strip() == events[-1].text
+    plain = c.audio.transcriptions.create(model="whisper-1", file=("long.wav", clip))
+    assert plain.text == events[-1].text
+    with pytest.raises(openai.BadRequestError) as e:
+        c.audio.translations.create(model="whisper-1", file=("long.wav", clip), extra_body={"stream": "true"})
+    assert e.value.body["param"] == "stream"
+    r = requests.post(s.url + "/v1/audio/transcriptions", files={"file": ("long.wav", clip)},
+                      data={"model": "whisper-1", "stream": "true"}, stream=True, timeout=120)
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+    first = next(r.iter_lines(decode_unicode=True, delimiter="\n\n"))
+    assert json.loads(first.removeprefix("data: "))["type"] == "transcript.text.delta"
+    r.close()  # hang up mid-stream
+    assert c.audio.transcriptions.create(model="whisper-1", file=("a.wav", wav_bytes(tone(1.0)))).text is not None
     assert s.alive()
 
 

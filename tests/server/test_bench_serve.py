@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import Server
+from conftest import Server, free_port
 
 INPUT_LEN, OUTPUT_LEN, PROMPTS = 24, 12, 8
 
@@ -114,15 +114,18 @@ def assert_one_error_line(r, needle):
     assert r.returncode == 1 and len(lines) == 1 and needle in lines[0], (r.returncode, r.stderr)
 
 
-def test_unreachable_server_and_bad_flags(ingot_bin, server):
-    from conftest import free_port
+def test_unreachable_server_and_bad_flags(ingot_bin, server, tiny_model):
     r = bench(ingot_bin, "serve", "--url", f"http://127.0.0.1:{free_port()}", timeout=30)
     assert_one_error_line(r, "cannot reach")
     r = bench(ingot_bin, "serve", "--url", f"http://127.0.0.1:{free_port()}", "--model", "m", timeout=30)
     assert_one_error_line(r, "did not complete a test request (connection)")
-    # The server answers, but not with what the run needs.
-    r = bench(ingot_bin, "serve", "--url", server.url, "--model", "no-such-model", timeout=30)
-    assert_one_error_line(r, "did not complete a test request (http): HTTP 404")
+    # The server answers, but not with what the run needs (a server that refuses unknown model names).
+    strict = Server(ingot_bin, tiny_model, "--strict-model-name")
+    try:
+        r = bench(ingot_bin, "serve", "--url", strict.url, "--model", "no-such-model", timeout=30)
+        assert_one_error_line(r, "did not complete a test request (http): HTTP 404")
+    finally:
+        strict.stop()
     r = bench(ingot_bin, "serve", "--url", server.url, "--vocab-range", "0:99999999", timeout=30)
     assert_one_error_line(r, "out of range")
     for args, message in [(["--concurrency", "0"], "--concurrency"),

@@ -63,7 +63,7 @@ void reset(const StateRef& st, int64_t G, int64_t dv) {
 }
 
 struct Scratch {
-  std::vector<float> q, scores, tile, chunk, total;
+  std::vector<float> q, scores, tile, convert, chunk, total;
   std::vector<int64_t> first, last;
   void size_for(int64_t G, const AttnShape& s) {
     auto grow = [](auto& v, int64_t n) {
@@ -72,6 +72,7 @@ struct Scratch {
     grow(q, G * s.d);
     grow(scores, G * kAttnTile);
     grow(tile, kAttnTile * (s.d + s.dv));
+    grow(convert, kAttnTile * (s.d + s.dv));
     grow(chunk, G * (2 + s.dv));
     grow(total, G * (2 + s.dv));
     grow(first, G);
@@ -111,7 +112,7 @@ void fold_chunk(const Job& j, int64_t h, int64_t r0, int64_t R, const Range* ran
     const KvTile kt = j.kv->tile(a - base, h, b - a + 1, w.tile.data());
     AttnFold f{qv,      G,       j.s.d, j.s.dv,         kt.k,          kt.v,      kt.dt,       kt.k_ld,
                kt.v_ld, a - lane0, b - a + 1, w.first.data(), w.last.data(), j.p.scale, j.p.softcap, st.m,
-               st.l,    st.acc,  w.scores.data()};
+               st.l,    st.acc,  w.scores.data(), w.convert.data()};
     attn_fold(f);
   }
 }
@@ -149,95 +150,141 @@ const float* gather_q(const Job& j, int64_t h, int64_t r0, int64_t R, Scratch& w
   return w.q.data();
 }
 
-// Prompt rows: a block of rows per task, its chunks folded in order.
-void run_row_blocks(const Job& j, const std::vector<Range>& ranges, float* out) {
-  const int64_t T = j.s.rows, kvh = j.s.kv_heads, dv = j.s.dv;
-  const int64_t RB = std::max<int64_t>(1, 12 / j.group);
-  const int64_t blocks = (T + RB - 1) / RB;
-  pool().run(blocks * kvh, [&](int64_t task) {
-    const int64_t b = task / kvh, h = task % kvh, r0 = b * RB, R = std::min(RB, T - r0), G = R * j.group;
+// One call's work as tasks: prompt rows go in blocks of rows per task (each
+// block folding its chunks in order); a few decode rows have too few (row,
+// head) pairs to keep every thread busy, so each (row, head, chunk) is a task
+// and the chunks merge after. The numbers are the same either way.
+class Plan {
+ public:
+  Plan(const AttnCall& c) : j_{c.q, c.s, c.kv, c.p, c.s.heads / c.s.kv_heads}, out_(c.out) {
+    const AttnShape& s = c.s;
+    INGOT_CHECK(s.kv_heads > 0 && s.heads % s.kv_heads == 0 && s.d > 0 && s.dv > 0 && s.keys >= 0 && s.rows >= 0,
+                "attention shape");
+    ranges_.resize(static_cast<size_t>(s.rows));
+    int64_t chunks = 0;
+    for (int64_t i = 0; i < s.rows; ++i) {
+      const Range r = ranges_[static_cast<size_t>(i)] = visible(c.p, s.keys, i);
+      if (r.lo <= r.hi) chunks += r.hi / kAttnChunk - r.lo / kAttnChunk + 1;
+    }
+    split_ = s.rows * s.kv_heads < 4 * pool().size() && chunks > s.rows;
+    if (split_) {
+      first_.assign(static_cast<size_t>(s.rows * s.kv_heads + 1), 0);
+      for (int64_t i = 0; i < s.rows; ++i)
+        for (int64_t h = 0; h < s.kv_heads; ++h) {
+          first_[static_cast<size_t>(i * s.kv_heads + h)] = static_cast<int64_t>(chunk_tasks_.size());
+          const Range& r = ranges_[static_cast<size_t>(i)];
+          if (r.lo > r.hi) continue;
+          for (int64_t ch = r.lo / kAttnChunk; ch <= r.hi / kAttnChunk; ++ch) chunk_tasks_.push_back({i, h, ch});
+        }
+      first_.back() = static_cast<int64_t>(chunk_tasks_.size());
+      partial_.resize(chunk_tasks_.size() * static_cast<size_t>(slot()));
+    } else {
+      rb_ = std::max<int64_t>(1, 12 / j_.group);
+    }
+  }
+
+  int64_t tasks() const {
+    return split_ ? static_cast<int64_t>(chunk_tasks_.size()) : (j_.s.rows + rb_ - 1) / rb_ * j_.s.kv_heads;
+  }
+
+  void run(int64_t task) {
+    if (split_)
+      run_chunk(task);
+    else
+      run_block(task);
+  }
+
+  // After every task: the split chunks merge in order.
+  void finish() {
+    if (!split_) return;
+    const int64_t G = j_.group, dv = j_.s.dv, kvh = j_.s.kv_heads;
+    std::vector<float> total_buf(static_cast<size_t>(slot()));
+    const StateRef total = state_in(total_buf.data(), G, dv);
+    for (int64_t i = 0; i < j_.s.rows; ++i)
+      for (int64_t h = 0; h < kvh; ++h) {
+        reset(total, G, dv);
+        const auto at = static_cast<size_t>(i * kvh + h);
+        for (int64_t k = first_[at]; k < first_[at + 1]; ++k) merge_all(total, partial_state(k), G, dv);
+        for (int64_t g = 0; g < G; ++g)
+          write_out(total.l[g], total.acc + g * dv, dv, out_ + (i * j_.s.heads + h * G + g) * dv);
+      }
+  }
+
+ private:
+  struct ChunkTask {
+    int64_t row, h, c;
+  };
+  int64_t slot() const { return j_.group * (2 + j_.s.dv); }
+  StateRef partial_state(int64_t k) { return state_in(partial_.data() + k * slot(), j_.group, j_.s.dv); }
+
+  void run_chunk(int64_t k) {
+    const ChunkTask& t = chunk_tasks_[static_cast<size_t>(k)];
+    const int64_t G = j_.group;
     Scratch& w = scratch();
-    w.size_for(G, j.s);
-    const float* qv = gather_q(j, h, r0, R, w);
+    w.size_for(G, j_.s);
+    const StateRef st = partial_state(k);
+    reset(st, G, j_.s.dv);
+    fold_chunk(j_, t.h, t.row, 1, ranges_.data(), t.c, j_.q + (t.row * j_.s.heads + t.h * G) * j_.s.d, st, w);
+  }
+
+  void run_block(int64_t task) {
+    const int64_t kvh = j_.s.kv_heads, dv = j_.s.dv;
+    const int64_t b = task / kvh, h = task % kvh, r0 = b * rb_, R = std::min(rb_, j_.s.rows - r0), G = R * j_.group;
+    Scratch& w = scratch();
+    w.size_for(G, j_.s);
+    const float* qv = gather_q(j_, h, r0, R, w);
     const StateRef total = state_in(w.total.data(), G, dv), chunk = state_in(w.chunk.data(), G, dv);
     reset(total, G, dv);
     int64_t cmin = std::numeric_limits<int64_t>::max(), cmax = -1;
-    for (int64_t r = r0; r < r0 + R; ++r)
-      if (ranges[static_cast<size_t>(r)].lo <= ranges[static_cast<size_t>(r)].hi)
-        cmin = std::min(cmin, ranges[static_cast<size_t>(r)].lo / kAttnChunk),
-        cmax = std::max(cmax, ranges[static_cast<size_t>(r)].hi / kAttnChunk);
+    for (int64_t r = r0; r < r0 + R; ++r) {
+      const Range& rg = ranges_[static_cast<size_t>(r)];
+      if (rg.lo <= rg.hi) cmin = std::min(cmin, rg.lo / kAttnChunk), cmax = std::max(cmax, rg.hi / kAttnChunk);
+    }
     for (int64_t c = cmin; c <= cmax; ++c) {
       reset(chunk, G, dv);
-      fold_chunk(j, h, r0, R, ranges.data(), c, qv, chunk, w);
+      fold_chunk(j_, h, r0, R, ranges_.data(), c, qv, chunk, w);
       merge_all(total, chunk, G, dv);
     }
     for (int64_t r = 0; r < R; ++r)
-      for (int64_t g = 0; g < j.group; ++g) {
-        const int64_t v = r * j.group + g;
-        write_out(total.l[v], total.acc + v * dv, dv, out + ((r0 + r) * j.s.heads + h * j.group + g) * dv);
+      for (int64_t g = 0; g < j_.group; ++g) {
+        const int64_t v = r * j_.group + g;
+        write_out(total.l[v], total.acc + v * dv, dv, out_ + ((r0 + r) * j_.s.heads + h * j_.group + g) * dv);
       }
-  });
-}
+  }
 
-// Few rows (decode): every (row, KV head, chunk) is a task, merged after.
-void run_split_chunks(const Job& j, const std::vector<Range>& ranges, float* out) {
-  const int64_t T = j.s.rows, kvh = j.s.kv_heads, dv = j.s.dv, G = j.group;
-  const int64_t slot = G * (2 + dv);
-  struct Task {
-    int64_t row, h, c;
-  };
-  std::vector<Task> tasks;
-  std::vector<int64_t> first_task(static_cast<size_t>(T * kvh + 1), 0);
-  for (int64_t i = 0; i < T; ++i)
-    for (int64_t h = 0; h < kvh; ++h) {
-      first_task[static_cast<size_t>(i * kvh + h)] = static_cast<int64_t>(tasks.size());
-      if (ranges[i].lo > ranges[i].hi) continue;
-      for (int64_t c = ranges[i].lo / kAttnChunk; c <= ranges[i].hi / kAttnChunk; ++c) tasks.push_back({i, h, c});
-    }
-  first_task.back() = static_cast<int64_t>(tasks.size());
-  std::vector<float> partial(static_cast<size_t>(tasks.size()) * static_cast<size_t>(slot));
-  pool().run(static_cast<int64_t>(tasks.size()), [&](int64_t k) {
-    const Task& t = tasks[static_cast<size_t>(k)];
-    Scratch& w = scratch();
-    w.size_for(G, j.s);
-    const float* qv = j.q + (t.row * j.s.heads + t.h * G) * j.s.d;
-    const StateRef st = state_in(partial.data() + k * slot, G, dv);
-    reset(st, G, dv);
-    fold_chunk(j, t.h, t.row, 1, ranges.data(), t.c, qv, st, w);
-  });
-  std::vector<float> total_buf(static_cast<size_t>(slot));
-  const StateRef total = state_in(total_buf.data(), G, dv);
-  for (int64_t i = 0; i < T; ++i)
-    for (int64_t h = 0; h < kvh; ++h) {
-      reset(total, G, dv);
-      for (int64_t k = first_task[static_cast<size_t>(i * kvh + h)]; k < first_task[static_cast<size_t>(i * kvh + h + 1)];
-           ++k)
-        merge_all(total, state_in(partial.data() + k * slot, G, dv), G, dv);
-      for (int64_t g = 0; g < G; ++g)
-        write_out(total.l[g], total.acc + g * dv, dv, out + (i * j.s.heads + h * G + g) * dv);
-    }
-}
+  Job j_;
+  float* out_;
+  std::vector<Range> ranges_;
+  bool split_ = false;
+  int64_t rb_ = 1;  // rows per block task
+  std::vector<ChunkTask> chunk_tasks_;
+  std::vector<int64_t> first_;  // chunk tasks of (row, head) i * kv_heads + h start here
+  std::vector<float> partial_;
+};
 
 }  // namespace
 
-void attention_tiled(const float* q, const AttnShape& s, const KvTiles& kv, const AttnParams& p, float* out) {
-  INGOT_CHECK(s.kv_heads > 0 && s.heads % s.kv_heads == 0 && s.d > 0 && s.dv > 0 && s.keys >= 0 && s.rows >= 0,
-              "attention shape");
-  if (s.rows == 0) return;
-  Job j{q, s, &kv, p, s.heads / s.kv_heads};
-  std::vector<Range> ranges(static_cast<size_t>(s.rows));
-  int64_t chunks = 0;
-  for (int64_t i = 0; i < s.rows; ++i) {
-    ranges[static_cast<size_t>(i)] = visible(p, s.keys, i);
-    const Range& r = ranges[static_cast<size_t>(i)];
-    if (r.lo <= r.hi) chunks += r.hi / kAttnChunk - r.lo / kAttnChunk + 1;
+void attention_tiled_many(const std::vector<AttnCall>& calls) {
+  std::vector<Plan> plans;
+  plans.reserve(calls.size());
+  std::vector<int64_t> start{0};  // first global task of each plan
+  for (const AttnCall& c : calls) {
+    if (c.s.rows == 0) continue;
+    plans.emplace_back(c);
+    start.push_back(start.back() + plans.back().tasks());
   }
-  // Decode rows have too few (row, head) pairs to keep every thread busy:
-  // their chunks become the tasks. The numbers are the same either way.
-  if (s.rows * s.kv_heads < 4 * pool().size() && chunks > s.rows)
-    run_split_chunks(j, ranges, out);
-  else
-    run_row_blocks(j, ranges, out);
+  if (plans.empty()) return;
+  // One pool run for every call: a decode step of many sequences pays one
+  // fork-join per layer, not one per sequence.
+  pool().run(start.back(), [&](int64_t task) {
+    const auto p = static_cast<size_t>(std::upper_bound(start.begin(), start.end(), task) - start.begin() - 1);
+    plans[p].run(task - start[p]);
+  });
+  for (Plan& p : plans) p.finish();
+}
+
+void attention_tiled(const float* q, const AttnShape& s, const KvTiles& kv, const AttnParams& p, float* out) {
+  attention_tiled_many({AttnCall{q, s, &kv, p, out}});
 }
 
 }  // namespace ingot::cpu

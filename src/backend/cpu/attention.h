@@ -10,6 +10,7 @@
 // table, since all of them present the same tiles.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "backend/cpu/kernels.h"
 #include "ops/backend.h"
@@ -51,6 +52,17 @@ struct AttnShape {
 // places the tiles and chunks (p.kv_len is not read: keys is the count).
 // Rows that see no key get zeros.
 void attention_tiled(const float* q, const AttnShape& s, const KvTiles& kv, const AttnParams& p, float* out);
+
+// Several attention calls (a decode step's sequences) as one parallel job;
+// each call gives the same bits as attention_tiled alone.
+struct AttnCall {
+  const float* q;
+  AttnShape s;
+  const KvTiles* kv;
+  AttnParams p;
+  float* out;
+};
+void attention_tiled_many(const std::vector<AttnCall>& calls);
 
 // A contiguous store: k [keys, kv_heads, d], v [keys, kv_heads, dv], one dtype.
 class ContiguousKvTiles final : public KvTiles {

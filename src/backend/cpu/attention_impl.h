@@ -7,113 +7,147 @@
 // that cut keys at the same tile boundaries (contiguous buffers, paged
 // blocks) give the same bits.
 
-// s[x] = q . k_(x - x0) for lanes x in [x0, x0 + n) in the canonical dot
-// order (lanes over d, then the fixed reduce() tree); other lanes get 0.
-template <class V, class L>
-inline void attn_scores(const float* q, const typename L::T* k, int64_t ld, int64_t x0, int64_t n, int64_t d,
-                        float* s) {
+// s[x] = q . k_(x - x0) for lanes x in [x0, x0 + n), other lanes 0; float32
+// rows. Each score is one dot in lanes over d, and the keys of a block (16
+// on AVX-512, 8 on AVX2) are reduced together by a transpose-add network;
+// a level without one reduces key by key.
+template <class V, int RK, bool kFull>
+inline void attn_scores_block(const float* q, const float* k, int64_t ld, int64_t x0, int64_t x1, int64_t xb,
+                              int64_t d, float* s) {
   using R = typename V::R;
-  using T = typename L::T;
-  const int64_t x1 = x0 + n;
-  if constexpr (V::kReduce16 && V::W == kAttnTile) {
-    R acc[kAttnTile];
-    for (int x = 0; x < kAttnTile; ++x) acc[x] = V::zero();
-    const int64_t dfull = d - d % V::W;
-    for (int64_t c = 0; c < dfull; c += V::W) {
-      const R qv = V::load(q + c);
+  R acc[RK];
+  for (int x = 0; x < RK; ++x) acc[x] = V::zero();
+  const int64_t dfull = d - d % V::W;
+  for (int64_t c = 0; c < dfull; c += V::W) {
+    const R qv = V::load(q + c);
 #pragma GCC unroll 16
-      for (int x = 0; x < kAttnTile; ++x)
-        if (x >= x0 && x < x1) acc[x] = V::fma(qv, L::load(k + (x - x0) * ld + c), acc[x]);
+    for (int x = 0; x < RK; ++x)
+      if (kFull || (xb + x >= x0 && xb + x < x1)) acc[x] = V::fma(qv, V::load(k + (xb + x - x0) * ld + c), acc[x]);
+  }
+  if (dfull < d) {
+    const auto rem = static_cast<size_t>(d - dfull);
+    float qt[V::W], kt[V::W];
+    std::memset(qt, 0, sizeof(qt));
+    std::memcpy(qt, q + dfull, rem * sizeof(float));
+    const R qv = V::load(qt);
+    for (int x = 0; x < RK; ++x) {
+      if (xb + x < x0 || xb + x >= x1) continue;
+      std::memset(kt, 0, sizeof(kt));
+      std::memcpy(kt, k + (xb + x - x0) * ld + dfull, rem * sizeof(float));
+      acc[x] = V::fma(qv, V::load(kt), acc[x]);
     }
-    if (dfull < d) {
-      const auto rem = static_cast<size_t>(d - dfull);
-      float qt[V::W];
-      std::memset(qt, 0, sizeof(qt));
-      std::memcpy(qt, q + dfull, rem * sizeof(float));
-      const R qv = V::load(qt);
-      for (int64_t x = x0; x < x1; ++x) {
-        T kt[V::W];
-        std::memset(kt, 0, sizeof(kt));
-        std::memcpy(kt, k + (x - x0) * ld + dfull, rem * sizeof(T));
-        acc[x] = V::fma(qv, L::load(kt), acc[x]);
+  }
+  if constexpr (RK == 16)
+    V::reduce16(acc, s + xb);
+  else
+    V::reduce8(acc, s + xb);
+}
+
+// A full tile (16 rows) takes the branch-free form.
+template <class V>
+inline void attn_scores(const float* q, const float* k, int64_t ld, int64_t x0, int64_t n, int64_t d, float* s) {
+  constexpr int kRK = V::kReduce16 && V::W == kAttnTile ? 16 : V::kReduce8 ? 8 : 0;  // keys reduced together
+  const int64_t x1 = x0 + n;
+  const bool full = x0 == 0 && n == kAttnTile;
+  if constexpr (kRK > 0) {
+    for (int64_t xb = 0; xb < kAttnTile; xb += kRK)
+      if (full) {
+        attn_scores_block<V, kRK, true>(q, k, ld, x0, x1, xb, d, s);
+      } else if (xb < x1 && xb + kRK > x0) {
+        attn_scores_block<V, kRK, false>(q, k, ld, x0, x1, xb, d, s);
+      } else {
+        for (int64_t x = xb; x < xb + kRK; ++x) s[x] = 0.0f;
       }
-    }
-    V::reduce16(acc, s);
   } else {
     for (int64_t x = 0; x < kAttnTile; ++x) s[x] = 0.0f;
-    for (int64_t x = x0; x < x1; ++x) tile<V, L, 1, 1, false>(q, 0, k + (x - x0) * ld, ld, d, s + x, 0);
+    for (int64_t x = x0; x < x1; ++x) tile<V, LoadF32<V>, 1, 1, false>(q, 0, k + (x - x0) * ld, ld, d, s + x, 0);
   }
 }
 
-// acc_g = acc_g * corr[g] + sum over visible x of p_g[x] * v_x for GB vectors
-// at once, their accumulators in registers (NV registers of dv each).
-template <class V, class L, int NV, int GB>
-inline void attn_accumulate(const AttnFold& f, int64_t g0, const int64_t* lo, const int64_t* hi, const float* corr) {
+// acc_g = acc_g * corr[g] + sum over visible x of p_g[x] * v_x over columns
+// [c0, c0 + NV * W), for GB vectors at once, their accumulators in
+// registers. kFull: every vector sees every lane (no per-lane test).
+template <class V, int NV, int GB, bool kFull>
+inline void attn_accumulate(const AttnFold& f, int64_t g0, int64_t c0, const int64_t* lo, const int64_t* hi,
+                            const float* corr) {
   using R = typename V::R;
-  using T = typename L::T;
-  const T* vbase = static_cast<const T*>(f.v);  // lane x reads row x - x0
+  const float* vbase = static_cast<const float*>(f.v) + c0;  // lane x reads row x - x0
   R a[GB][NV];
   int64_t xl = kAttnTile, xh = -1;
   for (int gi = 0; gi < GB; ++gi) {
-    const float* ag = f.acc + (g0 + gi) * f.dv;
+    const float* ag = f.acc + (g0 + gi) * f.dv + c0;
     const R c = V::set1(corr[g0 + gi]);
     for (int j = 0; j < NV; ++j) a[gi][j] = V::mul(V::load(ag + j * V::W), c);
     if (lo[g0 + gi] <= hi[g0 + gi]) xl = imin(xl, lo[g0 + gi]), xh = imax(xh, hi[g0 + gi]);
   }
   for (int64_t x = xl; x <= xh; ++x) {
-    const T* vr = vbase + (x - f.x0) * f.v_ld;
+    const float* vr = vbase + (x - f.x0) * f.v_ld;
     R vv[NV];
-    for (int j = 0; j < NV; ++j) vv[j] = L::load(vr + j * V::W);
+    for (int j = 0; j < NV; ++j) vv[j] = V::load(vr + j * V::W);
     for (int gi = 0; gi < GB; ++gi) {
-      if (x < lo[g0 + gi] || x > hi[g0 + gi]) continue;
+      if (!kFull && (x < lo[g0 + gi] || x > hi[g0 + gi])) continue;
       const R pv = V::set1(f.scores[(g0 + gi) * kAttnTile + x]);
       for (int j = 0; j < NV; ++j) a[gi][j] = V::fma(pv, vv[j], a[gi][j]);
     }
   }
   for (int gi = 0; gi < GB; ++gi)
-    for (int j = 0; j < NV; ++j) V::store(f.acc + (g0 + gi) * f.dv + j * V::W, a[gi][j]);
+    for (int j = 0; j < NV; ++j) V::store(f.acc + (g0 + gi) * f.dv + c0 + j * V::W, a[gi][j]);
 }
 
-// Vectors [g0, g1) in blocks of GB (then one at a time).
-template <class V, class L, int NV, int GB>
-inline void attn_accumulate_range(const AttnFold& f, int64_t g0, int64_t g1, const int64_t* lo, const int64_t* hi,
-                                  const float* corr) {
-  int64_t g = g0;
-  for (; g + GB <= g1; g += GB) attn_accumulate<V, L, NV, GB>(f, g, lo, hi, corr);
-  for (; g < g1; ++g) attn_accumulate<V, L, NV, 1>(f, g, lo, hi, corr);
-}
-
-// Register blocks for dv = NV * W; other widths take axpy's padded-tail path
-// (the same fused multiply-add per value, so the bits do not depend on it).
-template <class V, class L>
-inline void attn_accumulate_all(const AttnFold& f, const int64_t* lo, const int64_t* hi, const float* corr) {
-  constexpr int kRegs = V::W >= 16 ? 24 : 12;  // accumulator registers left beside the value row
-  if (f.dv % V::W == 0) {
-    switch (f.dv / V::W) {
-      case 1: return attn_accumulate_range<V, L, 1, (kRegs >= 8 ? 8 : 1)>(f, 0, f.G, lo, hi, corr);
-      case 2: return attn_accumulate_range<V, L, 2, kRegs / 2>(f, 0, f.G, lo, hi, corr);
-      case 4: return attn_accumulate_range<V, L, 4, kRegs / 4>(f, 0, f.G, lo, hi, corr);
-      case 8: return attn_accumulate_range<V, L, 8, (kRegs / 8 > 0 ? kRegs / 8 : 1)>(f, 0, f.G, lo, hi, corr);
-      case 16: return attn_accumulate_range<V, L, 16, 1>(f, 0, f.G, lo, hi, corr);
-      default: break;
+// Vectors [0, G) in blocks of GB (then one at a time), columns in windows of
+// NV registers.
+template <class V, int NV, int GB>
+inline void attn_accumulate_range(const AttnFold& f, const int64_t* lo, const int64_t* hi, const float* corr) {
+  auto all_full = [&](int64_t g, int64_t n) {
+    for (int64_t i = g; i < g + n; ++i)
+      if (lo[i] != 0 || hi[i] != kAttnTile - 1) return false;
+    return true;
+  };
+  for (int64_t c0 = 0; c0 < f.dv; c0 += NV * V::W) {
+    int64_t g = 0;
+    for (; g + GB <= f.G; g += GB) {
+      if (all_full(g, GB))
+        attn_accumulate<V, NV, GB, true>(f, g, c0, lo, hi, corr);
+      else
+        attn_accumulate<V, NV, GB, false>(f, g, c0, lo, hi, corr);
     }
+    for (; g < f.G; ++g) attn_accumulate<V, NV, 1, false>(f, g, c0, lo, hi, corr);
   }
-  using T = typename L::T;
-  const T* vbase = static_cast<const T*>(f.v);
+}
+
+// Register blocks where dv is whole registers; other widths take axpy's
+// padded-tail path (the same fused multiply-add per value, so the bits do
+// not depend on it).
+template <class V>
+inline void attn_accumulate_all(const AttnFold& f, const int64_t* lo, const int64_t* hi, const float* corr) {
+  // Accumulators kept beside one value row and a broadcast: 32 registers
+  // on AVX-512, 16 on AVX2.
+  constexpr int kRegs = V::W >= 16 ? 24 : 8;
+  constexpr int kWin = V::W >= 16 ? 8 : 4;  // value registers per column window
+  if (f.dv % V::W == 0) {
+    const int64_t nv = f.dv / V::W;
+    if (nv == 1) return attn_accumulate_range<V, 1, kRegs>(f, lo, hi, corr);
+    if (nv == 2) return attn_accumulate_range<V, 2, kRegs / 2>(f, lo, hi, corr);
+    if (nv % kWin == 0) return attn_accumulate_range<V, kWin, kRegs / kWin>(f, lo, hi, corr);
+    if (nv % 4 == 0) return attn_accumulate_range<V, 4, kRegs / 4>(f, lo, hi, corr);
+  }
+  const float* vbase = static_cast<const float*>(f.v);
   for (int64_t g = 0; g < f.G; ++g) {
     float* ag = f.acc + g * f.dv;
     for (int64_t c = 0; c < f.dv; ++c) ag[c] *= corr[g];
-    for (int64_t x = lo[g]; x <= hi[g]; ++x) axpy_t<V, L>(f.scores[g * kAttnTile + x], vbase + (x - f.x0) * f.v_ld, ag, f.dv);
+    for (int64_t x = lo[g]; x <= hi[g]; ++x)
+      axpy_t<V, LoadF32<V>>(f.scores[g * kAttnTile + x], vbase + (x - f.x0) * f.v_ld, ag, f.dv);
   }
 }
 
-template <class V, class L>
-void attn_fold_t(const AttnFold& f) {
+// float32 rows (16-bit ones are widened once per tile by attn_fold).
+template <class V>
+void attn_fold_f32(const AttnFold& f) {
   using R = typename V::R;
   constexpr int NR = kAttnTile / V::W;
   static_assert(kAttnTile % V::W == 0, "a tile is whole registers");
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  const auto* kbase = static_cast<const typename L::T*>(f.k);
+  const auto* kbase = static_cast<const float*>(f.k);
   // Small fixed scratch: G is a block of query vectors (at most a few dozen).
   constexpr int64_t kMaxG = 64;
   int64_t lo[kMaxG], hi[kMaxG];
@@ -134,41 +168,67 @@ void attn_fold_t(const AttnFold& f) {
       corr[g] = 1.0f;
       if (hi[g] < lo[g]) continue;  // nothing visible: the state stays as it is
       float* s = part.scores + g * kAttnTile;
-      attn_scores<V, L>(part.q + g * f.d, kbase, f.k_ld, f.x0, f.n, f.d, s);
+      attn_scores<V>(part.q + g * f.d, kbase, f.k_ld, f.x0, f.n, f.d, s);
+      const bool full = lo[g] == 0 && hi[g] == kAttnTile - 1;
       float bm = kNegInf;
-      for (int64_t x = 0; x < kAttnTile; ++x) {
-        if (x < lo[g] || x > hi[g]) {
-          s[x] = kNegInf;
-          continue;
+      if (full && f.softcap <= 0) {
+        const R sv = V::set1(f.scale);
+        for (int j = 0; j < NR; ++j) V::store(s + j * V::W, V::mul(V::load(s + j * V::W), sv));
+        for (int64_t x = 0; x < kAttnTile; ++x) bm = s[x] > bm ? s[x] : bm;
+      } else {
+        for (int64_t x = 0; x < kAttnTile; ++x) {
+          if (x < lo[g] || x > hi[g]) {
+            s[x] = kNegInf;
+            continue;
+          }
+          float v = s[x] * f.scale;
+          if (f.softcap > 0) v = std::tanh(v / f.softcap) * f.softcap;
+          s[x] = v;
+          bm = v > bm ? v : bm;
         }
-        float v = s[x] * f.scale;
-        if (f.softcap > 0) v = std::tanh(v / f.softcap) * f.softcap;
-        s[x] = v;
-        bm = v > bm ? v : bm;
       }
       const float mo = part.m[g], mn = mo > bm ? mo : bm;
       corr[g] = mo == kNegInf ? 0.0f : std::exp(mo - mn);
       const R mv = V::set1(mn);
       for (int j = 0; j < NR; ++j) V::store(s + j * V::W, V::exp(V::sub(V::load(s + j * V::W), mv)));
-      for (int64_t x = 0; x < kAttnTile; ++x)
-        if (x < lo[g] || x > hi[g]) s[x] = 0.0f;
+      if (!full)
+        for (int64_t x = 0; x < kAttnTile; ++x)
+          if (x < lo[g] || x > hi[g]) s[x] = 0.0f;
       R sum = V::load(s);
       for (int j = 1; j < NR; ++j) sum = V::add(sum, V::load(s + j * V::W));
       part.l[g] = part.l[g] * corr[g] + V::reduce(sum);
       part.m[g] = mn;
     }
-    attn_accumulate_all<V, L>(part, lo, hi, corr);
+    attn_accumulate_all<V>(part, lo, hi, corr);
   }
+}
+
+// 16-bit rows are widened into f.convert once per tile, not once per query
+// vector (exact: the same products as widening them in registers).
+template <class V, class L>
+void attn_widen_rows(const typename L::T* src, int64_t ld, int64_t n, int64_t dim, float* dst) {
+  for (int64_t r = 0; r < n; ++r) to_f32_t<V, L>(src + r * ld, dim, dst + r * dim);
 }
 
 template <class V>
 void attn_fold(const AttnFold& f) {
-  switch (f.dt) {
-    case DType::BF16:
-      return attn_fold_t<V, LoadBF16<V>>(f);
-    case DType::F16:
-      return attn_fold_t<V, LoadF16<V>>(f);
-    default:
-      return attn_fold_t<V, LoadF32<V>>(f);
+  if (f.dt == DType::F32) return attn_fold_f32<V>(f);
+  AttnFold w = f;
+  float* kf = f.convert;
+  float* vf = f.convert + kAttnTile * f.d;
+  const auto* k16 = static_cast<const uint16_t*>(f.k);
+  const auto* v16 = static_cast<const uint16_t*>(f.v);
+  if (f.dt == DType::BF16) {
+    attn_widen_rows<V, LoadBF16<V>>(k16, f.k_ld, f.n, f.d, kf);
+    attn_widen_rows<V, LoadBF16<V>>(v16, f.v_ld, f.n, f.dv, vf);
+  } else {
+    attn_widen_rows<V, LoadF16<V>>(k16, f.k_ld, f.n, f.d, kf);
+    attn_widen_rows<V, LoadF16<V>>(v16, f.v_ld, f.n, f.dv, vf);
   }
+  w.k = kf;
+  w.v = vf;
+  w.k_ld = f.d;
+  w.v_ld = f.dv;
+  w.dt = DType::F32;
+  attn_fold_f32<V>(w);
 }

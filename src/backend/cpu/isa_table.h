@@ -40,7 +40,8 @@ struct AttnFold {
   float* m;       // [G] running maxima (-inf before any key)
   float* l;       // [G] running sums of exp(score - m)
   float* acc;     // [G, dv] running sums of exp(score - m) * v
-  float* scores;  // scratch [G, kAttnTile]
+  float* scores;   // scratch [G, kAttnTile]
+  float* convert;  // scratch [kAttnTile, d + dv]: 16-bit rows widened once
 };
 
 struct KernelTable {

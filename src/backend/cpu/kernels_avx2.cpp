@@ -24,6 +24,14 @@ struct V256 {
   static constexpr int MX = 2;
   static constexpr bool kReduce16 = false;
   static void reduce16(const R*, float*) {}
+  // Eight sums at once (attention scores): out[i] = the lanes of a[i] added
+  // as ((0+1)+(2+3)) + ((4+5)+(6+7)).
+  static constexpr bool kReduce8 = true;
+  static void reduce8(const R* a, float* out) {
+    const R u0 = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+    const R u1 = _mm256_hadd_ps(_mm256_hadd_ps(a[4], a[5]), _mm256_hadd_ps(a[6], a[7]));
+    _mm256_storeu_ps(out, _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31)));
+  }
   static R zero() { return _mm256_setzero_ps(); }
   static R load(const float* p) { return _mm256_loadu_ps(p); }
   static R load_bf16(const uint16_t* p) {

@@ -67,6 +67,8 @@ struct V512 {
 
   // Sixteen reductions at once, each in reduce()'s tree: lanes i + (i + 8),
   // then i + (i + 4), i + (i + 2), i + (i + 1).
+  static constexpr bool kReduce8 = false;  // keys reduce 16 at a time here
+  static void reduce8(const R*, float*) {}
   static constexpr bool kReduce16 = true;
   static void reduce16(const R* a, float* out) {
     R c[8], e[4], g[2];

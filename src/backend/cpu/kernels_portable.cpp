@@ -19,6 +19,8 @@ struct VPortable {
   static constexpr int MX = 2;
   static constexpr bool kReduce16 = false;
   static void reduce16(const R*, float*) {}
+  static constexpr bool kReduce8 = false;
+  static void reduce8(const R*, float*) {}
   static R zero() { return R{}; }
   static R load(const float* p) {
     R r;

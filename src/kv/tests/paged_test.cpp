@@ -2,6 +2,7 @@
 // error, pool growth, and the rotating store for window layers.
 #include <gtest/gtest.h>
 
+#include "kv/batched_rows.h"
 #include "kv/contiguous.h"
 #include "kv/kinds.h"
 #include "kv/paged.h"
@@ -79,23 +80,23 @@ TEST(Paged, GatherIsBitIdenticalToContiguous) {
 // with windows, soft-capping, GQA, chunked keys (> 256) and block sizes that
 // are not a multiple of the tile (rows converted one at a time).
 TEST(Paged, DirectIsBitIdenticalToContiguous) {
-  for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
-    for (int bs : {4, 16, 32, 48}) {
-      for (int64_t window : {int64_t{0}, int64_t{20}}) {
-        std::mt19937 rng(11);
-        LayerSpec s = spec(2, 64);
-        PoolOptions d;
-        d.block_size = bs;
-        d.path = AttendPath::Direct;
-        auto direct = Pool::create({s}, dt, Device::CPU, d)->new_sequence();
-        ContiguousLayerCache ctg(s, dt, Device::CPU);
-        AttnParams p = params(0.125f);
-        p.window = window;
-        p.softcap = window ? 30.0f : 0.0f;
-        SCOPED_TRACE(std::string(dtype_name(dt)) + " bs " + std::to_string(bs) + " window " + std::to_string(window));
-        // GQA: 8 query heads over 2 KV heads; prefill chunks, then decode past a key chunk.
-        drive(direct->layer(0), ctg, rng, 8, s, {50, 1, 1, 17, 1, 233, 1, 1, 40, 1}, p, 0, true);
-      }
+  const std::vector<std::pair<DType, int>> cases = {{DType::F32, 4},  {DType::F32, 16}, {DType::F32, 48},
+                                                    {DType::BF16, 16}, {DType::BF16, 32}, {DType::F16, 16}};
+  for (auto [dt, bs] : cases) {
+    for (int64_t window : {int64_t{0}, int64_t{20}}) {
+      std::mt19937 rng(11);
+      LayerSpec s = spec(2, 64);
+      PoolOptions d;
+      d.block_size = bs;
+      d.path = AttendPath::Direct;
+      auto direct = Pool::create({s}, dt, Device::CPU, d)->new_sequence();
+      ContiguousLayerCache ctg(s, dt, Device::CPU);
+      AttnParams p = params(0.125f);
+      p.window = window;
+      p.softcap = window ? 30.0f : 0.0f;
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " bs " + std::to_string(bs) + " window " + std::to_string(window));
+      // GQA: 8 query heads over 2 KV heads; prefill chunks, then decode past a key chunk.
+      drive(direct->layer(0), ctg, rng, 8, s, {50, 1, 1, 17, 1, 233, 1, 1, 40, 1}, p, 0, true);
     }
   }
 }
@@ -221,4 +222,42 @@ TEST(Kinds, WindowLayersGetARotatingStore) {
   auto seq = make_store({spec(2, 16, 0), spec(2, 16, 8)}, DType::F32, Device::CPU, StoreKind::Paged);
   EXPECT_NE(dynamic_cast<PagedLayerCache*>(&seq->layer(0)), nullptr);
   EXPECT_NE(dynamic_cast<RotatingLayerCache*>(&seq->layer(1)), nullptr);
+}
+
+// A decode step over many sequences of a pool (different lengths, shared
+// prefix blocks, every quantization) in one job equals each sequence's own
+// append + attend, bit for bit.
+TEST(PagedRows, OneJobEqualsEachSequenceAlone) {
+  for (KvQuant quant : {KvQuant::None, KvQuant::Q8, KvQuant::Q4}) {
+    std::mt19937 rng(21);
+    LayerSpec s = spec(2, 64);
+    PoolOptions o;
+    o.quant = quant;
+    o.path = AttendPath::Direct;
+    auto pool = Pool::create({s}, DType::BF16, Device::CPU, o);
+    std::vector<std::unique_ptr<SequenceCache>> batched, alone;
+    auto base = pool->new_sequence();
+    base->layer(0).append(random_tensor(rng, {40, 2, 64}), random_tensor(rng, {40, 2, 64}));
+    for (int64_t len : {1, 17, 0, 290}) {
+      auto a = len == 0 ? base->clone() : pool->new_sequence();  // a fork shares base's blocks
+      if (len > 0) a->layer(0).append(random_tensor(rng, {len, 2, 64}), random_tensor(rng, {len, 2, 64}));
+      alone.push_back(a->clone());
+      batched.push_back(std::move(a));
+    }
+    const auto n = static_cast<int64_t>(batched.size());
+    Tensor q = random_tensor(rng, {n, 8, 64}), k = random_tensor(rng, {n, 2, 64}), v = random_tensor(rng, {n, 2, 64});
+    std::vector<LayerCache*> layers;
+    for (auto& c : batched) layers.push_back(&c->layer(0));
+    AttnParams p = params(0.125f);
+    Tensor pos = Tensor::zeros({n}, DType::I32);
+    Tensor got = append_attend_rows(layers, q, k, v, pos, nullptr, p);
+    ASSERT_TRUE(got.defined()) << "paged rows on the CPU take one job";
+    for (int64_t i = 0; i < n; ++i) {
+      LayerCache& l = alone[static_cast<size_t>(i)]->layer(0);
+      l.append(k.slice(0, i, i + 1), v.slice(0, i, i + 1));
+      Tensor want = l.attend(q.slice(0, i, i + 1).contiguous(), p);
+      EXPECT_TRUE(same_bytes(got.slice(0, i, i + 1).contiguous(), want)) << kv_quant_name(quant) << " row " << i;
+      EXPECT_EQ(batched[static_cast<size_t>(i)]->layer(0).length(), l.length());
+    }
+  }
 }

@@ -5,6 +5,7 @@
 #include <random>
 #include <vector>
 
+#include "quant/q8_0_writer.h"
 #include "quant/quant.h"
 #include "quant/tests/random_weights.h"
 #include "tensor/half.h"
@@ -147,4 +148,47 @@ TEST(Quant, BadShapesFailClearly) {
   w3.bits = 3;
   EXPECT_THROW(kernels(Isa::Scalar, DType::U32).linear(x.data(), 1, w3, y.data()), Error);
   EXPECT_THROW(kernels(Isa::Scalar, DType::F32), Error);
+}
+
+// Float matrices re-packed as Q8_0: every value within half a step of its
+// block's scale, the scale from the block's largest magnitude, and the
+// integer-dot linear close to the float product.
+TEST(Quant, QuantizeQ8_0FromFloat) {
+  const int64_t rows = 7, cols = 96;
+  std::vector<float> w = random_x(rows, cols, 11);
+  w[5] = 0;  // a block may hold zeros; an all-zero block gets scale 0
+  std::fill(w.begin() + 32, w.begin() + 64, 0.0f);
+  Weight q = quantize_q8_0(Tensor::from_f32(w, {rows, cols}));
+  ASSERT_EQ(q.dtype(), DType::Q8_0);
+  ASSERT_EQ(q.rows(), rows);
+  ASSERT_EQ(q.cols(), cols);
+  std::vector<float> row(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    dequantize_row(q, r, row.data());
+    for (int64_t b = 0; b < cols / 32; ++b) {
+      float amax = 0;
+      for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(w[static_cast<size_t>(r * cols + b * 32 + i)]));
+      for (int i = 0; i < 32; ++i) {
+        const size_t at = static_cast<size_t>(r * cols + b * 32 + i);
+        EXPECT_NEAR(row[static_cast<size_t>(b * 32 + i)], w[at], amax / 127.0f * 0.51f + 1e-6f) << r << " " << b;
+      }
+    }
+  }
+  auto x = random_x(3, cols, 12);
+  auto y = run(best_isa(), q, x, 3);
+  std::vector<float> ref(static_cast<size_t>(3 * rows), 0.0f);
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < rows; ++j)
+      for (int64_t k = 0; k < cols; ++k)
+        ref[static_cast<size_t>(i * rows + j)] += x[static_cast<size_t>(i * cols + k)] * w[static_cast<size_t>(j * cols + k)];
+  EXPECT_LT(rel(y, ref), 0.02);
+}
+
+TEST(Quant, QuantizeQ8_0RefusesBadInput) {
+  EXPECT_THROW(quantize_q8_0(Tensor::zeros({4, 33}, DType::F32)), Error);     // width not a multiple of 32
+  EXPECT_THROW(quantize_q8_0(Tensor::zeros({2, 4, 32}, DType::F32)), Error);  // not a matrix
+  EXPECT_THROW(quantize_q8_0(Tensor::zeros({4, 32}, DType::I32)), Error);     // not float
+  std::vector<float> w(64, 1.0f);
+  w[40] = std::nanf("");
+  EXPECT_THROW(quantize_q8_0(Tensor::from_f32(w, {2, 32})), Error);
 }

@@ -28,6 +28,7 @@ class HttpTest : public ::testing::Test {
     o.context_length = 512;
     o.max_body_bytes = 4096;
     o.http_threads = 8;
+    configure(o);
     svc = std::make_unique<Service>(engine, tok, std::make_shared<testing::LineTemplate>(), o);
     router = std::make_unique<Router>(*svc);
     server = std::thread([this] {
@@ -36,6 +37,7 @@ class HttpTest : public ::testing::Test {
     for (int i = 0; i < 2000 && port.load() == 0; ++i) std::this_thread::sleep_for(1ms);
     ASSERT_NE(port.load(), 0);
   }
+  virtual void configure(ServeOptions&) {}
   void TearDown() override {
     stop = true;
     server.join();
@@ -80,7 +82,10 @@ TEST_F(HttpTest, ServesAndAnswersErrorsAsJson) {
 }
 
 TEST_F(HttpTest, SurvivesGarbageTruncationAndSlowSenders) {
-  EXPECT_NE(exchange("\x01\x02garbage\r\n\r\n", "\r\n\r\n").find("HTTP/1.1 400"), std::string::npos);
+  // A malformed head gets a 400; a first line that is not a request line at all
+  // (no spaces) is closed without an answer by libmicrohttpd 0.9.75.
+  EXPECT_NE(exchange("GET / HTTP/1.1\r\nBad Header\r\n\r\n", "\r\n\r\n").find("HTTP/1.1 400"), std::string::npos);
+  EXPECT_EQ(exchange("\x01\x02garbage\r\n\r\n"), "");
   {
     int fd = connect_socket();  // truncated headers, then close
     send_all(fd, "GET /health HTTP/1.1\r\nHost");
@@ -143,10 +148,22 @@ TEST_F(HttpTest, DisconnectCancelsStreamAndNonStream) {
   EXPECT_TRUE(healthy());
 }
 
-// cpp-httplib would parse multipart bodies itself and drop the raw body; the
-// server hides the type from it so the route gets the bytes and ingot's parser
-// (server/multipart.h) answers. This server has no audio model: a well-formed
-// form reaches that check, a malformed one is refused by the parser first.
+TEST_F(HttpTest, APortInUseIsReportedNotServed) {
+  ServeOptions o;
+  o.port = port.load();
+  Service other(engine, tok, std::make_shared<testing::LineTemplate>(), o);
+  Router other_router(other);
+  std::atomic<bool> never{false};
+  bool ready = false;
+  EXPECT_FALSE(serve_http(other_router, other, [&](int) { ready = true; }, never));
+  EXPECT_FALSE(ready);
+  EXPECT_TRUE(healthy());
+}
+
+// Multipart bodies reach the route as raw bytes, for ingot's parser
+// (server/multipart.h) to answer. This server has no audio model: a
+// well-formed form reaches that check, a malformed one is refused by the
+// parser first.
 TEST_F(HttpTest, MultipartBodiesReachTheRouteRaw) {
   auto form = [](const std::string& type, const std::string& body) {
     return "POST /v1/audio/transcriptions HTTP/1.1\r\nHost: x\r\nContent-Type: " + type +
@@ -168,6 +185,146 @@ TEST_F(HttpTest, MultipartBodiesReachTheRouteRaw) {
   r = exchange(form("Multipart/Form-Data; boundary=b0", "--b0\r\nbroken\r\n\r\n"));
   EXPECT_NE(r.find("without a name and ':'"), std::string::npos) << r;
   EXPECT_TRUE(healthy());
+}
+
+// Connection caps and deadlines, set small so each case takes about a second.
+class SlowClientTest : public HttpTest {
+ protected:
+  void configure(ServeOptions& o) override {
+    o.max_connections = 300;
+    o.max_connections_per_client = 250;
+    o.header_timeout_s = 1;
+    o.keep_alive_timeout_s = 1;
+    o.io_timeout_s = 1;
+    o.context_length = 1 << 20;  // room for a stream far larger than every buffer on its way
+    o.body_budget_bytes = 6000;
+  }
+  // Reads until the server closes; false when it is still open after `limit`.
+  static bool closed_within(int fd, std::chrono::milliseconds limit, std::string* got = nullptr) {
+    timeval tv{0, 100000};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    auto t0 = std::chrono::steady_clock::now();
+    char buf[4096];
+    while (std::chrono::steady_clock::now() - t0 < limit) {
+      ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) return true;
+      if (n > 0 && got) got->append(buf, static_cast<size_t>(n));
+    }
+    return false;
+  }
+};
+
+TEST_F(SlowClientTest, HalfOpenConnectionsLeaveOthersAnswering) {
+  std::vector<int> held;
+  for (int i = 0; i < 240; ++i) {
+    held.push_back(connect_socket());
+    send_all(held.back(), "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-");
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(healthy());
+  std::string ok = exchange(post("/v1/chat/completions", chat));
+  EXPECT_NE(ok.find("Hello world"), std::string::npos) << ok;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
+  // The head deadline then closes every one of them, each with a 408.
+  std::string got;
+  EXPECT_TRUE(closed_within(held.front(), 3s, &got));
+  EXPECT_NE(got.find("HTTP/1.1 408"), std::string::npos) << got;
+  for (int fd : held) {
+    EXPECT_TRUE(closed_within(fd, 1s));
+    ::close(fd);
+  }
+}
+
+TEST_F(SlowClientTest, PastTheClientCapNewConnectionsGet503) {
+  std::vector<int> held;
+  for (int i = 0; i < 250; ++i) held.push_back(connect_socket());
+  std::string r = exchange("GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  EXPECT_NE(r.find("HTTP/1.1 503"), std::string::npos) << r;
+  EXPECT_NE(r.find("too_many_connections"), std::string::npos) << r;
+  EXPECT_NE(r.find("Retry-After: 1"), std::string::npos) << r;
+  for (int fd : held) ::close(fd);
+  bool ok = false;
+  for (int i = 0; i < 100 && !ok; ++i) {
+    std::this_thread::sleep_for(10ms);
+    ok = healthy();
+  }
+  EXPECT_TRUE(ok);  // the slots come back once the connections close
+}
+
+TEST_F(SlowClientTest, IdleAndTricklingConnectionsAreClosed) {
+  int idle = connect_socket();  // never sends a byte
+  int kept = connect_socket();  // one request, then idle on keep-alive
+  send_all(kept, "GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+  std::string got;
+  EXPECT_TRUE(closed_within(kept, 3s, &got));
+  EXPECT_NE(got.find("200 OK"), std::string::npos) << got;
+  EXPECT_TRUE(closed_within(idle, 1s));
+  ::close(idle);
+  ::close(kept);
+  // A head trickling in, one byte per 200 ms, each keeping it "active", is cut at the head deadline.
+  int slow = connect_socket();
+  std::string head = "GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: " + std::string(100, 'a');
+  auto t0 = std::chrono::steady_clock::now();
+  bool cut = false;
+  for (char c : head) {
+    if (::send(slow, &c, 1, MSG_NOSIGNAL) != 1) {
+      cut = true;
+      break;
+    }
+    got.clear();
+    if (closed_within(slow, 200ms, &got)) {
+      cut = true;
+      break;
+    }
+  }
+  EXPECT_TRUE(cut);
+  auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(took, 900ms);
+  EXPECT_LT(took, 2500ms);
+  ::close(slow);
+  EXPECT_TRUE(healthy());
+}
+
+TEST_F(SlowClientTest, AStalledStreamReaderIsCancelled) {
+  engine.st->token_delay = 1ms;
+  engine.st->reply = [](const engine::Request&) { return std::string(1000000, 'a'); };
+  int64_t before = engine.st->cancelled.load();
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  int small = 4096;
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));  // before connect: a small window
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port.load()));
+  ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  send_all(fd, post("/v1/chat/completions",
+                    R"({"stream":true,"max_tokens":1000000,"messages":[{"role":"user","content":"Hi"}]})"));
+  char buf[256];
+  ASSERT_GT(::recv(fd, buf, sizeof(buf), 0), 0);
+  // Stop reading: buffers fill, the write stalls past --io-timeout, the generation is cancelled.
+  auto t0 = std::chrono::steady_clock::now();
+  while (engine.st->cancelled.load() == before && std::chrono::steady_clock::now() - t0 < 10s)
+    std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(engine.st->cancelled.load(), before + 1);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+  EXPECT_EQ(engine.st->active.load(), 0);
+  EXPECT_TRUE(healthy());
+  ::close(fd);
+}
+
+TEST_F(SlowClientTest, BodiesHeldAtOnceHaveABudget) {
+  int slow = connect_socket();  // promises 4000 bytes, sends 10 and waits: its 4000 are held
+  send_all(slow, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 4000\r\n\r\n{\"messages\"");
+  std::this_thread::sleep_for(50ms);
+  std::string body = R"({"messages":[{"role":"user","content":")" + std::string(3000, 'a') + "\"}]}";
+  std::string r = exchange(post("/v1/chat/completions", body));
+  EXPECT_NE(r.find("HTTP/1.1 503"), std::string::npos) << r;
+  EXPECT_NE(r.find("too many request bodies"), std::string::npos) << r;
+  EXPECT_NE(exchange(post("/v1/chat/completions", chat)).find("Hello world"), std::string::npos);  // small fits
+  ::close(slow);
+  std::this_thread::sleep_for(50ms);
+  r = exchange(post("/v1/chat/completions", body));
+  EXPECT_NE(r.find("HTTP/1.1 200"), std::string::npos) << r;
 }
 
 }  // namespace

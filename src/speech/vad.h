@@ -1,0 +1,49 @@
+// Voice-activity detection by frame energy: finds the stretches of a
+// recording that hold sound well above its own noise floor, so long silences
+// are not transcribed (Whisper tends to invent text in them) and cost no
+// encoder passes.
+//
+// Energy, not a learned model: Debian packages neither WebRTC's VAD (libfvad)
+// nor ONNX Runtime for Silero, and what this has to find - seconds-long
+// pauses and silent stretches - is what frame energy tells apart reliably.
+// It does not tell speech from loud non-speech; Whisper's own no-speech
+// probability still skips windows without speech.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace ingot::speech {
+
+struct VadOptions {
+  double min_speech_s = 0.25;  // shorter bursts (clicks) are dropped
+  double min_silence_s = 2.0;  // shorter pauses stay inside the speech around them
+  double pad_s = 0.4;          // kept on each side of speech, so word edges are not cut
+};
+
+// A stretch of audio [start, end) in samples.
+struct Span {
+  int64_t start = 0, end = 0;
+};
+
+// Sounding stretches of 16 kHz mono audio, in order, not overlapping. The
+// threshold sits a third of the way from the quietest tenth of 20 ms frames
+// to the loudest hundredth (in dB); with less than 10 dB between them the
+// recording has no silence to find and all of it is returned.
+std::vector<Span> detect_speech(const std::vector<float>& pcm, const VadOptions& opt = {});
+
+// The audio of `spans` end to end, and the way back from its timeline to the original one.
+class SpeechTimeline {
+ public:
+  SpeechTimeline(std::vector<Span> spans, int rate) : spans_(std::move(spans)), rate_(rate) {}
+  std::vector<float> gather(const std::vector<float>& pcm) const;
+  // Seconds in the gathered audio -> seconds in the original. An end time on
+  // a seam between two spans belongs to the earlier one, a start to the later.
+  double original(double t, bool is_end) const;
+  const std::vector<Span>& spans() const { return spans_; }
+
+ private:
+  std::vector<Span> spans_;
+  int rate_;
+};
+
+}  // namespace ingot::speech

@@ -47,13 +47,14 @@ struct ServeFlags {
   double temp = 0.0, top_p = 1.0, min_p = 0.0;
   int top_k = 0;
   int64_t max_tokens = 512;
-  std::string adapter_path, draft_model, chat_template, chat_template_args;
+  std::string adapter_path, chat_template, chat_template_args;
   int64_t prompt_cache_size = -1;
   std::string log_level = "info";
   bool trust_remote_code = false, use_default_chat_template = false;
   std::string audio_model;
   int64_t audio_queue = 4;
   std::string audio_weights = "float32";
+  SpeculationFlags speculation;
 };
 
 std::atomic<bool> g_stop{false};
@@ -82,7 +83,6 @@ int run_serve(const ServeFlags& f) {
   log::set_level(log::parse_level(f.log_level));
   if (!f.adapter_path.empty())
     fail(ErrorKind::Unsupported, "--adapter-path: LoRA adapters are not supported yet; merge the adapter into the weights");
-  if (!f.draft_model.empty()) fail(ErrorKind::Unsupported, "--draft-model: speculative decoding is not supported yet");
   if (f.port < 0 || f.port > 65535) fail(ErrorKind::InvalidArgument, "--port must be in [0, 65535]");
   if (f.max_body_mb <= 0) fail(ErrorKind::InvalidArgument, "--max-body-mb must be > 0");
   if (f.http_threads < 1) fail(ErrorKind::InvalidArgument, "--http-threads must be >= 1");
@@ -110,6 +110,7 @@ int run_serve(const ServeFlags& f) {
   } else {
     TextModelOptions to;
     to.chat_template = f.chat_template;
+    to.speculation = f.speculation;
     engine::EngineOptions& eo = to.engine;
     int conc = f.max_concurrency > 0 ? f.max_concurrency : f.decode_concurrency;
     if (conc > 0) eo.max_concurrency = conc;
@@ -235,7 +236,7 @@ void register_serve(CLI::App& app) {
   sub->add_option("--min-p", f->min_p, "default min-p")->capture_default_str();
   sub->add_option("--max-tokens", f->max_tokens, "default max tokens to generate")->capture_default_str();
   sub->add_option("--adapter-path", f->adapter_path, "LoRA adapter folder (not supported yet)");
-  sub->add_option("--draft-model", f->draft_model, "draft model for speculative decoding (not supported yet)");
+  add_speculation_flags(sub, f->speculation);
   sub->add_option("--chat-template", f->chat_template, "chat template: a file or the template text");
   sub->add_option("--chat-template-args", f->chat_template_args, "JSON object of extra template variables");
   sub->add_option("--prompt-cache-size", f->prompt_cache_size, "cached prompts kept (LRU, default 64); 0 turns the prefix cache off");

@@ -1,10 +1,12 @@
 // The engine: request validation, the per-request channels, and the engine
 // thread that owns the model and every cache.
+#include <algorithm>
 #include <random>
 #include <sstream>
 
 #include "engine/engine_impl.h"
 #include "engine/memory.h"
+#include "engine/ngram_drafter.h"
 #include "kv/kinds.h"
 #include "sampling/sampler.h"
 #include "util/error.h"
@@ -89,6 +91,12 @@ uint64_t fingerprint(const Model& m, const EngineOptions& opt) {
 
 }  // namespace
 
+bool can_speculate(const Model& model) {
+  const auto layout = model.cache_layout();
+  return std::none_of(layout.begin(), layout.end(),
+                      [](const kv::LayerSpec& l) { return l.kind == kv::LayerKind::LinearState; });
+}
+
 EngineImpl::EngineImpl(Model& model, const EngineOptions& opt, std::shared_ptr<const TextDecoder> decoder,
                        std::vector<int32_t> eos)
     : model_(model), opt_(opt), decoder_(std::move(decoder)), eos_(std::move(eos)) {
@@ -112,6 +120,19 @@ EngineImpl::EngineImpl(Model& model, const EngineOptions& opt, std::shared_ptr<c
   // caches, tensor-parallel ranks, keeps them).
   if (kv::is_paged(kind_) && !model_.make_cache(CacheOptions{opt_.kv, {}}))
     pool_ = kv::Pool::create(layout_, kv_dtype_, model_.device(), kv::pool_options(kind_));
+  if (opt_.num_speculative_tokens < 0 || opt_.num_speculative_tokens > kMaxSpeculativeTokens)
+    bad("num_speculative_tokens must be in [0, ", kMaxSpeculativeTokens, "] (0: adaptive), got ",
+        opt_.num_speculative_tokens);
+  if (opt_.drafter)
+    drafter_ = opt_.drafter;
+  else if (opt_.speculative == "ngram")
+    drafter_ = std::make_shared<NgramDrafter>();
+  else if (opt_.speculative != "off")
+    bad("speculative decoding must be off or ngram, got '", opt_.speculative, "'");
+  if (drafter_) acceptance_ = AcceptanceEstimate(drafter_->expected_acceptance());
+  if (drafter_ && !can_speculate(model_))
+    bad("model type '", model_.config().model_type,
+        "' keeps a recurrent state that cannot drop rejected draft tokens: run it without speculative decoding");
   if (opt_.prefix_cache) {
     prefix_.emplace(fingerprint(model_, opt_), kPrefixBlockTokens, recurrent_);
     prefix_cap_bytes_ = opt_.prefix_cache_blocks > 0
@@ -205,6 +226,7 @@ std::shared_ptr<RequestHandle> EngineImpl::submit(Request req) {
       ends.insert(ends.end(), req.stop.stop_token_ids.begin(), req.stop.stop_token_ids.end());
       s->sampler->constrain(s->constraint.get(), std::move(ends));
     }
+    if (drafter_ && req.speculative && req.pooling == Request::Pooling::None) s->drafter = drafter_->start();
     s->req = std::move(req);
     ++stats_.waiting;
     ++stats_.requests_total;

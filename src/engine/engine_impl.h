@@ -4,12 +4,14 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
 
 #include "engine/prefix_cache.h"
+#include "engine/speculation.h"
 #include "kv/kinds.h"
 #include "kv/pool.h"
 #include "ingot/engine.h"
@@ -53,6 +55,11 @@ struct Sequence {
   std::vector<TokenLogprob> prompt_logprobs;
   bool first_chunk_sent = false;
   std::vector<float> pooled;  // embedding requests: running sum (mean) or last row
+  // Speculative decoding (null drafter: this sequence does not speculate).
+  std::unique_ptr<SequenceDrafter> drafter;
+  AcceptanceEstimate acceptance;
+  std::vector<int32_t> draft;  // this step's draft tokens, verified after the forward pass
+  int64_t draft_tokens = 0, accepted_draft_tokens = 0;
 };
 
 class EngineImpl final : public Engine {
@@ -83,6 +90,19 @@ class EngineImpl final : public Engine {
   void publish_prefix(Sequence& s);
   int64_t publish_point(const Sequence& s) const;  // prompt tokens a prefix entry covers
   void emit_token(Sequence& s, const sampling::Sampled& t);
+  // Samples the sequence's next token from `logits`; false when it finished
+  // instead (a constraint left no token).
+  bool sample_next(Sequence& s, const float* logits, int64_t vocab, sampling::Sampled* t);
+  // Speculative decoding (speculation_steps.cpp). Fills each decoding
+  // sequence's draft, taking its rows from `budget`.
+  void draft_tokens(const std::vector<Sequence*>& decoding, int64_t* budget);
+  // Runs a drafter call; on failure the sequence stops drafting (false).
+  bool drafter_call(Sequence& s, const std::function<void()>& call);
+  // Most draft tokens the sequence may verify this step.
+  int64_t draft_room(const Sequence& s) const;
+  // Samples the rows of a verified draft (logits: 1 + draft size rows),
+  // emits the tokens the model keeps and drops the rest from the cache.
+  void verify_draft(Sequence& s, const float* logits, int64_t vocab);
   void update_stats();
   // KV accounting (kv_accounting.cpp). What a sequence of `total` tokens,
   // the first `shared` of them forked from a prefix entry, may add at most.
@@ -110,6 +130,10 @@ class EngineImpl final : public Engine {
   std::shared_ptr<kv::Pool> pool_;
   std::optional<PrefixCache> prefix_;
   int64_t prefix_cap_bytes_ = 0;
+  std::shared_ptr<const Drafter> drafter_;  // null: no speculation
+  StepCost step_cost_;
+  DraftCost draft_cost_;
+  AcceptanceEstimate acceptance_;  // across sequences: where a new sequence's estimate starts
 
   mutable std::mutex mu_;  // incoming_, stats_, stopping_
   std::condition_variable cv_;

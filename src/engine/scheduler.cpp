@@ -1,9 +1,11 @@
 // The continuous-batching scheduler (engine thread only). Each step:
 // take new requests, drop cancelled ones (their KV goes at once), admit
 // waiting requests in arrival order while the memory budget allows, then run
-// one forward pass packing a decode row per decoding sequence plus chunked
-// prefill (oldest first) under the token budget.
+// one forward pass packing a decode row per decoding sequence (with its
+// draft tokens when it speculates) plus chunked prefill (oldest first) under
+// the token budget.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "engine/engine_impl.h"
@@ -35,6 +37,8 @@ void EngineImpl::finish(Sequence& s, FinishReason reason, const std::string& err
   c.usage.prompt_tokens = s.prompt_len;
   c.usage.cached_prompt_tokens = s.cached_prefix;
   c.usage.completion_tokens = s.generated;
+  c.usage.draft_tokens = s.draft_tokens;
+  c.usage.accepted_draft_tokens = s.accepted_draft_tokens;
   if (!s.first_chunk_sent) c.prompt_logprobs = std::move(s.prompt_logprobs);
   s.first_chunk_sent = true;
   s.ch->push(std::move(c));
@@ -151,12 +155,20 @@ void EngineImpl::run_batch() {
   BatchInput in;
   std::vector<Sequence*> rows;  // one per SeqInput
   int64_t budget = opt_.token_budget;
+  std::vector<Sequence*> decoding;
   for (auto& s : running_) {
     if (s->state != SeqState::Decoding || budget == 0 || s->req.pooling != Request::Pooling::None) continue;
-    in.tokens.push_back(s->tokens[static_cast<size_t>(s->computed)]);
-    in.seqs.push_back({s->cache.get(), 1, false});
-    rows.push_back(s.get());
+    decoding.push_back(s.get());
     --budget;
+  }
+  draft_tokens(decoding, &budget);
+  for (Sequence* s : decoding) {
+    // A draft rides on the decode row: every row's logits are wanted.
+    in.tokens.push_back(s->tokens[static_cast<size_t>(s->computed)]);
+    in.tokens.insert(in.tokens.end(), s->draft.begin(), s->draft.end());
+    const auto n = 1 + static_cast<int64_t>(s->draft.size());
+    in.seqs.push_back({s->cache.get(), n, n > 1});
+    rows.push_back(s);
   }
   for (auto& s : running_) {
     if (s->state != SeqState::Prefilling || budget == 0 || s->req.pooling != Request::Pooling::None) continue;
@@ -174,12 +186,17 @@ void EngineImpl::run_batch() {
   }
   if (rows.empty()) return;
   Tensor logits;
+  const auto started = std::chrono::steady_clock::now();
   try {
     logits = model_.forward(in).to(Device::CPU).contiguous();
   } catch (const std::exception& e) {
     for (Sequence* s : rows) finish(*s, FinishReason::Error, e.what());
     return;
   }
+  // Decode and verification steps teach the cost of a verification row.
+  if (drafter_ && rows.size() == decoding.size())
+    step_cost_.observe(static_cast<int64_t>(in.tokens.size()),
+                       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   const int64_t V = model_.vocab_size();
   const float* L = logits.data<float>();
   int64_t row = 0;
@@ -206,23 +223,34 @@ void EngineImpl::run_batch() {
       if (s.computed < s.prompt_len) continue;
       publish_prefix(s);
       s.state = SeqState::Decoding;
+      if (s.drafter) {
+        s.acceptance = AcceptanceEstimate(drafter_->expected_acceptance(), acceptance_.rate());
+        drafter_call(s, [&] { s.drafter->prefill(s.tokens); });
+      }
       if (s.req.stop.max_tokens == 0) {
         finish(s, FinishReason::Length);
         continue;
       }
     }
-    sampling::Sampled t = s.sampler->sample(last, V, s.req.stop.max_tokens - s.generated);
-    if (t.blocked) {
-      // The structured text is complete and nothing may follow (no end token to
-      // choose), or the constraint found no way on.
-      if (s.constraint && s.constraint->complete())
-        finish(s, FinishReason::Stop);
-      else
-        finish(s, FinishReason::Error, "structured output: no token can continue the text");
+    if (s.state == SeqState::Decoding && !s.draft.empty()) {
+      verify_draft(s, L + (row - nrows) * V, V);
       continue;
     }
-    emit_token(s, t);
+    sampling::Sampled t;
+    if (sample_next(s, last, V, &t)) emit_token(s, t);
   }
+}
+
+bool EngineImpl::sample_next(Sequence& s, const float* logits, int64_t vocab, sampling::Sampled* t) {
+  *t = s.sampler->sample(logits, vocab, s.req.stop.max_tokens - s.generated);
+  if (!t->blocked) return true;
+  // The structured text is complete and nothing may follow (no end token to
+  // choose), or the constraint found no way on.
+  if (s.constraint && s.constraint->complete())
+    finish(s, FinishReason::Stop);
+  else
+    finish(s, FinishReason::Error, "structured output: no token can continue the text");
+  return false;
 }
 
 // Embedding requests: prefill chunks whose final hidden states are pooled

@@ -141,6 +141,15 @@ void SequenceSampler::apply_constraint(int64_t vocab, int64_t tokens_left) {
       work_[static_cast<size_t>(end_ids_[i])] = done ? ends[i] : -std::numeric_limits<float>::infinity();
 }
 
+size_t SequenceSampler::admissible_prefix(const std::vector<int32_t>& draft) const {
+  if (!constraint_) return draft.size();
+  size_t n = 0;
+  while (n < draft.size() && std::find(end_ids_.begin(), end_ids_.end(), draft[n]) == end_ids_.end()) ++n;
+  if (n == 0) return 0;
+  if (n == draft.size()) return constraint_->allowed_prefix(draft);
+  return constraint_->allowed_prefix(std::vector<int32_t>(draft.begin(), draft.begin() + static_cast<std::ptrdiff_t>(n)));
+}
+
 Sampled SequenceSampler::sample(const float* logits, int64_t vocab, int64_t tokens_left) {
   Sampled s;
   const bool processed = needs_processing() || constraint_;

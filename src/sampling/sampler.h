@@ -39,6 +39,11 @@ class SequenceSampler {
   // `tokens_left` (this one included) lets a constraint close its text in time.
   Sampled sample(const float* logits, int64_t vocab, int64_t tokens_left = 0);
   int64_t steps() const { return step_; }
+  // How many of `draft` (tokens proposed to follow, in order) a constraint
+  // could allow: all without one; with one, those before the first token it
+  // refuses or the first end id (which ends the text; whether it may come
+  // depends on the state after the tokens before it).
+  size_t admissible_prefix(const std::vector<int32_t>& draft) const;
 
  private:
   bool needs_processing() const;

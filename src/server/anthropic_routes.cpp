@@ -207,9 +207,11 @@ HttpResponse anthropic_messages(Service& svc, const HttpRequest& req) {
             if (c.reason == engine::FinishReason::Error)
               return send("error", anthropic_error_body(500, "generation failed: " + c.error));
             auto [reason, seq] = stop_reason(gen->outputs()[0], st, any_tool);
+            json usage = prediction_tokens_json(c.usage.draft_tokens, c.usage.accepted_draft_tokens);
+            usage["output_tokens"] = c.usage.completion_tokens;
             return send("message_delta", {{"type", "message_delta"},
                                           {"delta", {{"stop_reason", reason}, {"stop_sequence", seq}}},
-                                          {"usage", {{"output_tokens", c.usage.completion_tokens}}}}) &&
+                                          {"usage", usage}}) &&
                    send("message_stop", {{"type", "message_stop"}});
           },
           gone, [&] { return send("ping", {{"type", "ping"}}); });
@@ -228,11 +230,11 @@ HttpResponse anthropic_messages(Service& svc, const HttpRequest& req) {
   if (!d.content.empty()) content.push_back({{"type", "text"}, {"text", d.content}});
   for (const ToolCall& c : d.tool_calls) content.push_back(tool_use_block(c));
   auto [reason, seq] = stop_reason(o, st, !d.tool_calls.empty());
+  json usage = {{"input_tokens", o.usage.prompt_tokens}, {"output_tokens", o.usage.completion_tokens},
+                {"cache_read_input_tokens", o.usage.cached_prompt_tokens}, {"cache_creation_input_tokens", 0}};
+  usage.update(prediction_tokens_json(o.usage.draft_tokens, o.usage.accepted_draft_tokens));
   return json_response({{"id", st.id}, {"type", "message"}, {"role", "assistant"}, {"model", model},
-                        {"content", content}, {"stop_reason", reason}, {"stop_sequence", seq},
-                        {"usage", {{"input_tokens", o.usage.prompt_tokens}, {"output_tokens", o.usage.completion_tokens},
-                                   {"cache_read_input_tokens", o.usage.cached_prompt_tokens},
-                                   {"cache_creation_input_tokens", 0}}}});
+                        {"content", content}, {"stop_reason", reason}, {"stop_sequence", seq}, {"usage", usage}});
 }
 
 HttpResponse anthropic_count_tokens(Service& svc, const HttpRequest& req) {

@@ -119,6 +119,11 @@ std::string Metrics::render(const engine::Stats& s) const {
         s.prefix_lookup_tokens > 0
             ? static_cast<double>(s.prefix_hit_tokens) / static_cast<double>(s.prefix_lookup_tokens)
             : 0.0);
+  counter("ingot_spec_decode_drafts_total", "Verifications of draft tokens (speculative decoding).",
+          static_cast<double>(s.spec_drafts));
+  counter("ingot_spec_decode_draft_tokens_total", "Draft tokens verified.", static_cast<double>(s.spec_draft_tokens));
+  counter("ingot_spec_decode_accepted_tokens_total", "Draft tokens the model kept.",
+          static_cast<double>(s.spec_accepted_tokens));
   os << ttft_.render("ingot_time_to_first_token_seconds", "Time from submission to the first token.");
   os << tpot_.render("ingot_time_per_output_token_seconds", "Mean time between tokens after the first.");
   os << e2e_.render("ingot_request_duration_seconds", "Time from submission to the last token.");

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <functional>
 
+#include "ingot/engine.h"
 #include "models/model.h"
 
 namespace ingot::testing {
@@ -14,6 +15,17 @@ namespace ingot::testing {
 std::atomic<int64_t>& live_counting_caches();
 // Token positions held by all live counting caches.
 std::atomic<int64_t>& resident_counting_tokens();
+
+// Token t decodes to the letter 'a' + t % 26.
+class LetterDecoder final : public engine::TextDecoder {
+ public:
+  class S final : public Stream {
+   public:
+    std::string push(int32_t t) override { return std::string(1, static_cast<char>('a' + t % 26)); }
+    std::string flush() override { return ""; }
+  };
+  std::unique_ptr<Stream> stream(bool) const override { return std::make_unique<S>(); }
+};
 
 class FakeModel final : public Model {
  public:

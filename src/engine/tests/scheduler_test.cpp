@@ -13,6 +13,7 @@
 using namespace ingot;
 using namespace ingot::engine;
 using ingot::testing::FakeModel;
+using ingot::testing::LetterDecoder;
 
 namespace {
 
@@ -56,11 +57,16 @@ void drain(Live& l) {
   }
 }
 
-void property_run(bool prefix_cache, uint32_t seed) {
+void property_run(bool prefix_cache, uint32_t seed, bool speculative = false) {
   FakeModel model;
   model.counting = true;
   EngineOptions opt;
   opt.kv = "contiguous";
+  if (speculative) {
+    // Random ids repeat short n-grams often: drafts of every length, mostly rejected.
+    opt.speculative = "ngram";
+    opt.num_speculative_tokens = 4;
+  }
   opt.max_concurrency = 6;
   opt.token_budget = 40;
   opt.prefill_chunk = 16;
@@ -142,6 +148,7 @@ void property_run(bool prefix_cache, uint32_t seed) {
       ++completed;
     }
     ASSERT_EQ(l->usage.completion_tokens, static_cast<int64_t>(l->got.size()));
+    ASSERT_LE(l->usage.accepted_draft_tokens, l->usage.draft_tokens);
   }
   EXPECT_GT(completed, 100);
   EXPECT_GT(cancelled, 0);
@@ -149,6 +156,12 @@ void property_run(bool prefix_cache, uint32_t seed) {
   Stats st = eng->stats();
   EXPECT_EQ(st.running, 0);
   EXPECT_EQ(st.waiting, 0);
+  if (speculative) {
+    EXPECT_GT(st.spec_accepted_tokens, 0);
+    EXPECT_LT(st.spec_accepted_tokens, st.spec_draft_tokens);
+  } else {
+    EXPECT_EQ(st.spec_draft_tokens, 0);
+  }
   if (prefix_cache) {
     EXPECT_GT(st.prefix_hit_tokens, 0);
   } else {
@@ -163,6 +176,7 @@ void property_run(bool prefix_cache, uint32_t seed) {
 
 TEST(Scheduler, RandomArrivalsAndCancellations) { property_run(false, 1); }
 TEST(Scheduler, RandomArrivalsWithPrefixCache) { property_run(true, 2); }
+TEST(Scheduler, RandomArrivalsCancellationsAndPrefixCacheWhileSpeculating) { property_run(true, 3, true); }
 
 TEST(Scheduler, LongPromptIsNotStarved) {
   FakeModel model;
@@ -297,19 +311,6 @@ TEST(Scheduler, CancelFreesCacheAtOnce) {
   EXPECT_EQ(c.reason, FinishReason::Cancelled);
   EXPECT_EQ(ingot::testing::live_counting_caches().load(), 0);
 }
-
-namespace {
-// Token t decodes to the letter 'a' + t % 26.
-class LetterDecoder final : public TextDecoder {
- public:
-  class S final : public Stream {
-   public:
-    std::string push(int32_t t) override { return std::string(1, static_cast<char>('a' + t % 26)); }
-    std::string flush() override { return ""; }
-  };
-  std::unique_ptr<Stream> stream(bool) const override { return std::make_unique<S>(); }
-};
-}  // namespace
 
 TEST(Scheduler, StopStringsTextAndPromptLogprobsThroughTheEngine) {
   FakeModel model;

@@ -376,7 +376,11 @@ TEST(Scheduler, SharedPrefixBlocksAreChargedOnce) {
 
   auto eng = start_engine(model, opt, nullptr, {kEos});
   std::atomic<int64_t> most_rows{0}, over_budget{0};
+  // After the warm-up the engine's first step waits until all eight requests
+  // are queued, so whether they run together depends on admission alone.
+  std::atomic<bool> hold{false}, queued{false};
   model.on_forward = [&](const BatchInput& in) {
+    for (int w = 0; w < 5000 && hold && !queued; ++w) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     most_rows = std::max<int64_t>(most_rows.load(), static_cast<int64_t>(in.seqs.size()));
     if (eng->stats().kv_pool_used_bytes > static_cast<double>(kv_budget)) ++over_budget;
   };
@@ -400,11 +404,13 @@ TEST(Scheduler, SharedPrefixBlocksAreChargedOnce) {
     }
   }
   std::vector<std::unique_ptr<Live>> all;
+  hold = true;
   for (int32_t i = 1; i <= 8; ++i) {
     auto l = std::make_unique<Live>();
     l->h = eng->submit(request(i));
     all.push_back(std::move(l));
   }
+  queued = true;
   for (auto& l : all)
     while (!l->finished) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));

@@ -128,6 +128,13 @@ struct EngineOptions {
   bool prefix_cache = true;
   int64_t prefix_cache_blocks = 0;  // 0: bounded by the memory budget
   int64_t prefix_cache_entries = 64;  // distinct cached prompts kept (LRU); 0: no count limit
+  // Where tokens are chosen. "auto": on the model's device when that is not
+  // the CPU (a batched kernel; only ids and the logprobs asked for reach the
+  // host). "batched": that batched row sampler everywhere (on the CPU its
+  // host twin). "host": every logits row is copied to the host and sampled
+  // there. Rows the batched sampler does not cover (structured output, top-p
+  // or min-p without a top-k <= 64, top-k > 64) are sampled on the host.
+  std::string sampling = "auto";
 };
 
 struct Stats {

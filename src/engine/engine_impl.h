@@ -83,6 +83,11 @@ class EngineImpl final : public Engine {
   void publish_prefix(Sequence& s);
   int64_t publish_point(const Sequence& s) const;  // prompt tokens a prefix entry covers
   void emit_token(Sequence& s, const sampling::Sampled& t);
+  // The picks of the batch rows marked in `samples` (batched_sampling.cpp):
+  // one batched row-sampler call where the logits are for the rows it covers,
+  // the others' rows copied to the host. `logits` holds one row per sequence.
+  std::vector<std::optional<sampling::Sampled>> pick_batched(const Tensor& logits, const std::vector<Sequence*>& rows,
+                                                             const std::vector<bool>& samples);
   void update_stats();
   // KV accounting (kv_accounting.cpp). What a sequence of `total` tokens,
   // the first `shared` of them forked from a prefix entry, may add at most.
@@ -105,6 +110,7 @@ class EngineImpl final : public Engine {
   bool recurrent_ = false;  // some layer keeps a recurrent state: prefixes publish mid-prefill, exactly
   DType kv_dtype_;
   kv::StoreKind kind_ = kv::StoreKind::Contiguous;
+  bool batched_sampling_ = false;  // EngineOptions::sampling resolved
   // Paged kinds: one pool for every sequence and prefix entry, so a freed
   // block is reused by the next sequence and an entry pins only its blocks.
   std::shared_ptr<kv::Pool> pool_;

@@ -173,15 +173,32 @@ void EngineImpl::run_batch() {
     budget -= n;
   }
   if (rows.empty()) return;
+  // The rows that pick a token: decoding ones, and prefills whose chunk ends
+  // the prompt (unless nothing may be generated).
+  std::vector<bool> samples(rows.size());
+  bool all_logits = false;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Sequence& s = *rows[i];
+    all_logits = all_logits || in.seqs[i].all_logits;
+    samples[i] = s.state == SeqState::Decoding ||
+                 (s.computed + in.seqs[i].n_tokens >= s.prompt_len && s.req.stop.max_tokens > 0);
+  }
+  // Prompt logprobs read every row on the host: then the whole batch goes there.
+  const bool batched = batched_sampling_ && !all_logits;
   Tensor logits;
+  std::vector<std::optional<sampling::Sampled>> picks;
   try {
-    logits = model_.forward(in).to(Device::CPU).contiguous();
+    logits = model_.forward(in);
+    if (batched)
+      picks = pick_batched(logits, rows, samples);
+    else
+      logits = logits.to(Device::CPU).contiguous();
   } catch (const std::exception& e) {
     for (Sequence* s : rows) finish(*s, FinishReason::Error, e.what());
     return;
   }
   const int64_t V = model_.vocab_size();
-  const float* L = logits.data<float>();
+  const float* L = batched ? nullptr : logits.data<float>();
   int64_t row = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
     Sequence& s = *rows[i];
@@ -200,7 +217,7 @@ void EngineImpl::run_batch() {
     }
     s.computed += si.n_tokens;
     if (recurrent_ && s.state == SeqState::Prefilling && s.computed < s.prompt_len) publish_prefix(s);
-    const float* last = L + (row + nrows - 1) * V;
+    const float* last = L ? L + (row + nrows - 1) * V : nullptr;
     row += nrows;
     if (s.state == SeqState::Prefilling) {
       if (s.computed < s.prompt_len) continue;
@@ -211,7 +228,7 @@ void EngineImpl::run_batch() {
         continue;
       }
     }
-    sampling::Sampled t = s.sampler->sample(last, V, s.req.stop.max_tokens - s.generated);
+    sampling::Sampled t = batched ? *picks[i] : s.sampler->sample(last, V, s.req.stop.max_tokens - s.generated);
     if (t.blocked) {
       // The structured text is complete and nothing may follow (no end token to
       // choose), or the constraint found no way on.

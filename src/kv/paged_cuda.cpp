@@ -233,7 +233,10 @@ Tensor gather_cuda(const LayerPool& lp, bool is_v, const int32_t* table, int64_t
 }  // namespace
 
 void install_paged_cuda() {
-  register_paged_kernels(Device::CUDA, PagedKernels{&attend_cuda, &write_cuda, &gather_cuda, &attend_rows_cuda});
+  // INGOT_CUDA_PAGED_ROWS=0: decode rows attend sequence by sequence (side-by-side measurements).
+  const bool rows = !cuda::env_is("INGOT_CUDA_PAGED_ROWS", "0");
+  register_paged_kernels(Device::CUDA,
+                         PagedKernels{&attend_cuda, &write_cuda, &gather_cuda, rows ? &attend_rows_cuda : nullptr});
 }
 
 }  // namespace ingot::kv

@@ -480,7 +480,8 @@ class CudaBackend final : public Backend {
 void install_backend() {
   static CudaBackend* b = new CudaBackend();
   register_backend(Device::CUDA, b);
-  register_row_sampler(Device::CUDA, &sample_rows_cuda);
+  // INGOT_CUDA_SAMPLE_ROWS=0: logits rows go to the host to be sampled there (side-by-side measurements).
+  if (!env_is("INGOT_CUDA_SAMPLE_ROWS", "0")) register_row_sampler(Device::CUDA, &sample_rows_cuda);
 }
 
 }  // namespace ingot::cuda

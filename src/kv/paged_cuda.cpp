@@ -213,6 +213,26 @@ void write_cuda(const LayerPool& lp, const int32_t* table, int64_t pos, const Te
   cuda::launch_paged_write(b, pos, k.raw(), v.raw(), t);
 }
 
+void write_rows_cuda(const LayerPool& lp, const std::vector<PagedRowSlot>& slots, const Tensor& k, const Tensor& v) {
+  const auto n = static_cast<int64_t>(slots.size());
+  INGOT_CHECK(lp.options().quant == KvQuant::None, "batched paged write into a ", kv_quant_name(lp.options().quant),
+              " pool");
+  INGOT_CHECK(k.device() == Device::CUDA && v.device() == Device::CUDA && k.is_contiguous() && v.is_contiguous() &&
+                  k.dtype() == lp.elem_dtype() && v.dtype() == lp.elem_dtype() && k.dim(0) == n && v.dim(0) == n,
+              "batched paged write: k ", k.describe(), " v ", v.describe(), " for ", n, " rows");
+  if (n == 0) return;
+  const int64_t bs = lp.block_size();
+  std::vector<DeviceBlocks> keep;  // the tables' device copies, alive until the launch is queued
+  std::vector<cuda::PagedWriteDesc> rows;
+  keep.reserve(slots.size());
+  rows.reserve(slots.size());
+  for (const PagedRowSlot& s : slots) {
+    keep.push_back(device_blocks(lp, s.table, s.pos / bs, 1, s.mirror));
+    rows.push_back({keep.back().ptr, s.pos % bs});
+  }
+  cuda::launch_paged_write_rows(describe(lp), rows.data(), n, k.raw(), v.raw());
+}
+
 Tensor gather_cuda(const LayerPool& lp, bool is_v, const int32_t* table, int64_t len, int64_t open_block,
                    const float* open, TableMirrorSlot* mirror) {
   const PlaneGeometry& g = lp.plane(is_v);
@@ -233,10 +253,11 @@ Tensor gather_cuda(const LayerPool& lp, bool is_v, const int32_t* table, int64_t
 }  // namespace
 
 void install_paged_cuda() {
-  // INGOT_CUDA_PAGED_ROWS=0: decode rows attend sequence by sequence (side-by-side measurements).
+  // INGOT_CUDA_PAGED_ROWS=0: decode rows are written and attend sequence by sequence (side-by-side measurements).
   const bool rows = !cuda::env_is("INGOT_CUDA_PAGED_ROWS", "0");
   register_paged_kernels(Device::CUDA,
-                         PagedKernels{&attend_cuda, &write_cuda, &gather_cuda, rows ? &attend_rows_cuda : nullptr});
+                         PagedKernels{&attend_cuda, &write_cuda, &gather_cuda, rows ? &attend_rows_cuda : nullptr,
+                                      rows ? &write_rows_cuda : nullptr});
 }
 
 }  // namespace ingot::kv

@@ -446,6 +446,46 @@ void launch_paged_attention_rows(const float* q, const PagedBlocks& kv, const Pa
   }
 }
 
+namespace {
+
+struct PagedWriteArg {
+  PagedWriteDesc r[kMaxBatchedRows];
+};
+
+// One block per (row, head, plane), as write_rows_kernel, each row into its own block.
+__global__ void write_rows_batched_kernel(PagedWriteArg rows, int64_t kvh, int64_t bs, int64_t krb, int64_t vrb,
+                                          const uint8_t* k, const uint8_t* v) {
+  const bool is_v = blockIdx.y == 1;
+  const int64_t row = blockIdx.x, i = row / kvh, h = row % kvh;
+  const int64_t rb = is_v ? vrb : krb;
+  const uint8_t* src = (is_v ? v : k) + row * rb;
+  uint8_t* dst = const_cast<uint8_t*>(rows.r[i].block[is_v ? 2 : 0]) + (h * bs + rows.r[i].slot) * rb;
+  if (rb % 4 == 0 && (reinterpret_cast<uintptr_t>(src) & 3) == 0) {
+    for (int64_t w = threadIdx.x; w < rb / 4; w += blockDim.x)
+      reinterpret_cast<uint32_t*>(dst)[w] = reinterpret_cast<const uint32_t*>(src)[w];
+  } else {
+    for (int64_t w = threadIdx.x; w < rb; w += blockDim.x) dst[w] = src[w];
+  }
+}
+
+}  // namespace
+
+void launch_paged_write_rows(const PagedBlocks& kv, const PagedWriteDesc* rows, int64_t n, const void* k,
+                             const void* v) {
+  INGOT_CHECK(kv.quant_bits == 0, "batched paged write of ", kv.quant_bits, "-bit codes");
+  for (int64_t b0 = 0; b0 < n; b0 += kMaxBatchedRows) {
+    const int64_t nb = std::min(kMaxBatchedRows, n - b0);
+    PagedWriteArg a{};
+    for (int64_t i = 0; i < nb; ++i) a.r[i] = rows[b0 + i];
+    dim3 grid(static_cast<unsigned>(nb * kv.kv_heads), 2);
+    write_rows_batched_kernel<<<grid, 64, 0, stream()>>>(
+        a, kv.kv_heads, kv.block_size, kv.k_row_bytes, kv.v_row_bytes,
+        static_cast<const uint8_t*>(k) + b0 * kv.kv_heads * kv.k_row_bytes,
+        static_cast<const uint8_t*>(v) + b0 * kv.kv_heads * kv.v_row_bytes);
+    CUDA_LAUNCH_OK();
+  }
+}
+
 void launch_paged_write(const PagedBlocks& kv, int64_t pos, const void* k, const void* v, int64_t t) {
   if (t == 0) return;
   const BlockIndex ix{kv.block_size, shift_of(kv.block_size)};

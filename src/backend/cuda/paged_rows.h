@@ -23,4 +23,15 @@ struct PagedRowDesc {
 void launch_paged_attention_rows(const float* q, const PagedBlocks& geo, const PagedRowDesc* rows, int64_t n,
                                  float* out, int64_t h, const AttnParams& p);
 
+// One decode row's destination: the device address of its block's four
+// region addresses, and its slot in the block.
+struct PagedWriteDesc {
+  const uint8_t* const* block = nullptr;
+  int64_t slot = 0;
+};
+// Row i of k [n, kv_heads, k_dim] / v (rows of the pool's unquantized dtype)
+// into rows[i]: the bytes launch_paged_write stores, one launch for all rows.
+void launch_paged_write_rows(const PagedBlocks& geo, const PagedWriteDesc* rows, int64_t n, const void* k,
+                             const void* v);
+
 }  // namespace ingot::cuda

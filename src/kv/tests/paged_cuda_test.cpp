@@ -290,9 +290,10 @@ TEST_F(PagedCuda, SanitizerSized) {
 }
 
 // Decode rows of many sequences over one pool in one launch
-// (kv/batched_rows.h through PagedKernels::attend_rows): each row equals the
-// per-sequence append + attend bit for bit, for float32 / bf16 rows and KV8 /
-// KV4 codes, lengths on both sides of block edges and key splits.
+// (kv/batched_rows.h through PagedKernels::attend_rows, and write_rows for
+// unquantized pools): each row equals the per-sequence append + attend bit
+// for bit, and the stores hold the same bytes, for float32 / bf16 rows and
+// KV8 / KV4 codes, lengths on both sides of block edges and key splits.
 TEST_F(PagedCuda, DecodeRowsInOneLaunchEqualPerSequenceAttend) {
   const std::vector<int64_t> lens = {1, 15, 16, 17, 130, 700};
   for (KvQuant qk : {KvQuant::None, KvQuant::Q8, KvQuant::Q4}) {
@@ -334,6 +335,15 @@ TEST_F(PagedCuda, DecodeRowsInOneLaunchEqualPerSequenceAttend) {
               << kv_quant_name(qk) << " " << dtype_name(dt) << " row " << i << " step " << step << " (rel "
               << rel(got.slice(0, i, i + 1).contiguous(), want) << ")";
         }
+      }
+      // The rows written in one job hold the bytes the per-sequence appends hold.
+      for (size_t i = 0; i < lens.size(); ++i) {
+        int64_t fa = 0, fb = 0;
+        auto [ka, va] = alone[i]->layer(0).fetch(&fa);
+        auto [kb, vb] = rows[i]->layer(0).fetch(&fb);
+        ASSERT_EQ(rows[i]->layer(0).length(), alone[i]->layer(0).length());
+        ASSERT_TRUE(same_bytes(cpu(ka), cpu(kb)) && same_bytes(cpu(va), cpu(vb)))
+            << kv_quant_name(qk) << " " << dtype_name(dt) << " sequence " << i;
       }
     }
   }

@@ -1,6 +1,8 @@
 // The sample_rows kernel against its host twin (GPU machine only: ctest
 // label "gpu"): the same picks for every sampling setting, step after step,
-// greedy by the PARITY.md rule, logprobs within float rounding.
+// greedy by the PARITY.md rule, logprobs within float rounding (the twin's
+// log-sum-exp is a sequential float sum, ~2e-4 off over 128k ids; the
+// kernel's tree sum is closer).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -36,11 +38,11 @@ void kernel_against_twin(int64_t v, int steps, uint32_t seed) {
       const auto at = static_cast<size_t>(i);
       EXPECT_EQ(got.token[at], want.token[at]) << "case " << i << " step " << step;
       if (plan.rows[at].logprob) {
-        EXPECT_NEAR(got.logprob[at], want.logprob[at], 1e-4) << "case " << i;
+        EXPECT_NEAR(got.logprob[at], want.logprob[at], 1e-3) << "case " << i;
         for (int k = 0; k < plan.rows[at].top_logprobs; ++k) {
           const size_t j = at * kSampleMaxTopLogprobs + static_cast<size_t>(k);
           EXPECT_EQ(got.top_id[j], want.top_id[j]) << "case " << i << " alternative " << k;
-          EXPECT_NEAR(got.top_logprob[j], want.top_logprob[j], 1e-4);
+          EXPECT_NEAR(got.top_logprob[j], want.top_logprob[j], 1e-3);
         }
       }
       a[at].take(want, at);  // the next step's plan follows the twin's pick

@@ -172,6 +172,13 @@ struct EngineOptions {
   // Draft tokens verified per step: a fixed count, or 0 for adaptive (as
   // many as recent acceptance pays for, up to kMaxSpeculativeTokens).
   int num_speculative_tokens = 0;
+  // Where tokens are chosen. "auto": on the model's device when that is not
+  // the CPU (a batched kernel; only ids and the logprobs asked for reach the
+  // host). "batched": that batched row sampler everywhere (on the CPU its
+  // host twin). "host": every logits row is copied to the host and sampled
+  // there. Rows the batched sampler does not cover (structured output, top-p
+  // or min-p without a top-k <= 64, top-k > 64) are sampled on the host.
+  std::string sampling = "auto";
 };
 
 constexpr int kMaxSpeculativeTokens = 16;

@@ -108,6 +108,9 @@ EngineImpl::EngineImpl(Model& model, const EngineOptions& opt, std::shared_ptr<c
     bad("token_budget (", opt_.token_budget, ") must cover one decode row per sequence (", opt_.max_concurrency, ")");
   if (opt_.memory_budget_gb < 0) bad("memory budget must be >= 0 GB");
   if (opt_.prefix_cache_blocks < 0) bad("prefix_cache_blocks must be >= 0");
+  if (opt_.sampling != "auto" && opt_.sampling != "batched" && opt_.sampling != "host")
+    bad("sampling must be auto, batched or host, got '", opt_.sampling, "'");
+  batched_sampling_ = opt_.sampling == "batched" || (opt_.sampling == "auto" && model_.device() != Device::CPU);
   context_ = opt_.context_length > 0 ? opt_.context_length : model_.config().max_position_embeddings;
   if (context_ <= 0) bad("context length is unknown: set it explicitly");
   kv_budget_ = kv_budget_bytes(model_, opt_);

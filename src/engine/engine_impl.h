@@ -93,6 +93,9 @@ class EngineImpl final : public Engine {
   // Samples the sequence's next token from `logits`; false when it finished
   // instead (a constraint left no token).
   bool sample_next(Sequence& s, const float* logits, int64_t vocab, sampling::Sampled* t);
+  // A pick made elsewhere (the batched sampler): true to emit it, false when
+  // it finished the sequence instead.
+  bool take_pick(Sequence& s, const sampling::Sampled& t);
   // Speculative decoding (speculation_steps.cpp). Fills each decoding
   // sequence's draft, taking its rows from `budget`.
   void draft_tokens(const std::vector<Sequence*>& decoding, int64_t* budget);
@@ -103,6 +106,11 @@ class EngineImpl final : public Engine {
   // Samples the rows of a verified draft (logits: 1 + draft size rows),
   // emits the tokens the model keeps and drops the rest from the cache.
   void verify_draft(Sequence& s, const float* logits, int64_t vocab);
+  // The picks of the batch rows marked in `samples` (batched_sampling.cpp):
+  // one batched row-sampler call where the logits are for the rows it covers,
+  // the others' rows copied to the host. `logits` holds one row per sequence.
+  std::vector<std::optional<sampling::Sampled>> pick_batched(const Tensor& logits, const std::vector<Sequence*>& rows,
+                                                             const std::vector<bool>& samples);
   void update_stats();
   // KV accounting (kv_accounting.cpp). What a sequence of `total` tokens,
   // the first `shared` of them forked from a prefix entry, may add at most.
@@ -125,6 +133,7 @@ class EngineImpl final : public Engine {
   bool recurrent_ = false;  // some layer keeps a recurrent state: prefixes publish mid-prefill, exactly
   DType kv_dtype_;
   kv::StoreKind kind_ = kv::StoreKind::Contiguous;
+  bool batched_sampling_ = false;  // EngineOptions::sampling resolved
   // Paged kinds: one pool for every sequence and prefix entry, so a freed
   // block is reused by the next sequence and an entry pins only its blocks.
   std::shared_ptr<kv::Pool> pool_;

@@ -185,10 +185,28 @@ void EngineImpl::run_batch() {
     budget -= n;
   }
   if (rows.empty()) return;
+  // The rows that pick a token: decoding ones, and prefills whose chunk ends
+  // the prompt (unless nothing may be generated).
+  std::vector<bool> samples(rows.size());
+  bool all_logits = false;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Sequence& s = *rows[i];
+    all_logits = all_logits || in.seqs[i].all_logits;
+    samples[i] = s.state == SeqState::Decoding ||
+                 (s.computed + in.seqs[i].n_tokens >= s.prompt_len && s.req.stop.max_tokens > 0);
+  }
+  // Rows that read every logit (prompt logprobs, draft verification) are read
+  // on the host: then the whole batch goes there.
+  const bool batched = batched_sampling_ && !all_logits;
   Tensor logits;
+  std::vector<std::optional<sampling::Sampled>> picks;
   const auto started = std::chrono::steady_clock::now();
   try {
-    logits = model_.forward(in).to(Device::CPU).contiguous();
+    logits = model_.forward(in);
+    if (batched)
+      picks = pick_batched(logits, rows, samples);
+    else
+      logits = logits.to(Device::CPU).contiguous();
   } catch (const std::exception& e) {
     for (Sequence* s : rows) finish(*s, FinishReason::Error, e.what());
     return;
@@ -198,7 +216,7 @@ void EngineImpl::run_batch() {
     step_cost_.observe(static_cast<int64_t>(in.tokens.size()),
                        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   const int64_t V = model_.vocab_size();
-  const float* L = logits.data<float>();
+  const float* L = batched ? nullptr : logits.data<float>();
   int64_t row = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
     Sequence& s = *rows[i];
@@ -217,7 +235,7 @@ void EngineImpl::run_batch() {
     }
     s.computed += si.n_tokens;
     if (recurrent_ && s.state == SeqState::Prefilling && s.computed < s.prompt_len) publish_prefix(s);
-    const float* last = L + (row + nrows - 1) * V;
+    const float* last = L ? L + (row + nrows - 1) * V : nullptr;
     row += nrows;
     if (s.state == SeqState::Prefilling) {
       if (s.computed < s.prompt_len) continue;
@@ -237,13 +255,17 @@ void EngineImpl::run_batch() {
       continue;
     }
     sampling::Sampled t;
-    if (sample_next(s, last, V, &t)) emit_token(s, t);
+    if (batched ? take_pick(s, t = *picks[i]) : sample_next(s, last, V, &t)) emit_token(s, t);
   }
 }
 
 bool EngineImpl::sample_next(Sequence& s, const float* logits, int64_t vocab, sampling::Sampled* t) {
   *t = s.sampler->sample(logits, vocab, s.req.stop.max_tokens - s.generated);
-  if (!t->blocked) return true;
+  return take_pick(s, *t);
+}
+
+bool EngineImpl::take_pick(Sequence& s, const sampling::Sampled& t) {
+  if (!t.blocked) return true;
   // The structured text is complete and nothing may follow (no end token to
   // choose), or the constraint found no way on.
   if (s.constraint && s.constraint->complete())

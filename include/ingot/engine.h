@@ -76,6 +76,9 @@ struct Request {
   Pooling pooling = Pooling::None;
   // false: never speculate for this request, even when the engine does.
   bool speculative = true;
+  // > 0: keep this prompt's cached prefix (RAM entry and disk snapshot) in
+  // preference to unpinned ones for this many seconds (Anthropic cache_control).
+  int64_t cache_pin_seconds = 0;
 };
 
 enum class FinishReason { None, Stop, Length, Cancelled, Error };
@@ -95,7 +98,8 @@ struct TokenEvent {
 
 struct Usage {
   int64_t prompt_tokens = 0;
-  int64_t cached_prompt_tokens = 0;  // reused from the prefix cache
+  int64_t cached_prompt_tokens = 0;  // reused from the prefix cache (RAM or disk)
+  int64_t cache_written_tokens = 0;  // prompt tokens this request added to the prefix cache
   int64_t completion_tokens = 0;
   // Speculative decoding: draft tokens verified, and those the model kept.
   int64_t draft_tokens = 0;
@@ -179,6 +183,16 @@ struct EngineOptions {
   // there. Rows the batched sampler does not cover (structured output, top-p
   // or min-p without a top-k <= 64, top-k > 64) are sampled on the host.
   std::string sampling = "auto";
+  // The prefix cache's disk tier (docs/kv-cache.md): every published prefix
+  // is also written behind to a snapshot file under this folder, and a prompt
+  // that extends one restores it, after a restart too. Empty: off. Used with
+  // a paged KV kind on the CPU; other setups log why it stays off.
+  std::string disk_cache_dir;
+  double disk_cache_gb = 10;  // bound on this model's snapshot files (LRU by last use)
+  // What a snapshot must match besides the KV layout and scheme: the weights'
+  // and the tokenizer's (tokenizer + chat template) fingerprints, and a name
+  // for listings.
+  std::string disk_cache_model, disk_cache_tokenizer, disk_cache_label;
 };
 
 constexpr int kMaxSpeculativeTokens = 16;
@@ -201,6 +215,18 @@ struct Stats {
   // Speculative decoding: verifications (one per sequence and step that had
   // a draft), draft tokens verified, draft tokens accepted.
   int64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
+  // The prefix cache by tier: requests that reused a prefix and the tokens
+  // reused, from RAM and restored from disk; RAM entries evicted.
+  int64_t prefix_ram_hits = 0, prefix_ram_hit_tokens = 0;
+  int64_t prefix_disk_hits = 0, prefix_disk_hit_tokens = 0;
+  int64_t prefix_evictions = 0;
+  // The disk tier (zero when off): snapshot files and their bytes, files
+  // written, not written (queue full, or a write failed), evicted by the
+  // bound, and refused (corrupt, truncated or foreign: deleted).
+  bool disk_cache = false;
+  int64_t disk_cache_files = 0, disk_cache_bytes = 0;
+  int64_t disk_cache_writes = 0, disk_cache_dropped = 0, disk_cache_failed = 0;
+  int64_t disk_cache_evictions = 0, disk_cache_refused = 0;
 };
 
 // Detokenization the engine uses for stop strings and TokenEvent::text.

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "cli/model_setup.h"
+#include "cli/prompt_cache.h"
 #include "cli/serve_audio.h"
 #include "cli/text_model.h"
 #include "cli/verbs.h"
@@ -49,6 +50,9 @@ struct ServeFlags {
   int64_t max_tokens = 512;
   std::string adapter_path, chat_template, chat_template_args;
   int64_t prompt_cache_size = -1;
+  std::string cache_dir;
+  bool no_disk_cache = false;
+  double cache_disk_gb = 10;
   std::string log_level = "info";
   bool trust_remote_code = false, use_default_chat_template = false;
   std::string audio_model;
@@ -120,6 +124,11 @@ int run_serve(const ServeFlags& f) {
     eo.memory_budget_gb = f.memory_budget_gb;
     if (f.prompt_cache_size == 0) eo.prefix_cache = false;
     if (f.prompt_cache_size > 0) eo.prefix_cache_entries = f.prompt_cache_size;
+    if (f.cache_disk_gb <= 0) fail(ErrorKind::InvalidArgument, "--cache-disk-gb must be > 0");
+    if (!f.no_disk_cache && eo.prefix_cache) {
+      eo.disk_cache_dir = f.cache_dir.empty() ? default_prompt_cache_dir() : f.cache_dir;
+      eo.disk_cache_gb = f.cache_disk_gb;
+    }
     text = load_text_model(f.model, to);
   }
   const Tokenizer& tok = speech_only ? *speech_tok : *text.tokenizer;
@@ -240,6 +249,11 @@ void register_serve(CLI::App& app) {
   sub->add_option("--chat-template", f->chat_template, "chat template: a file or the template text");
   sub->add_option("--chat-template-args", f->chat_template_args, "JSON object of extra template variables");
   sub->add_option("--prompt-cache-size", f->prompt_cache_size, "cached prompts kept (LRU, default 64); 0 turns the prefix cache off");
+  sub->add_option("--cache-dir", f->cache_dir,
+                  "folder of the prompt cache's disk tier (default: $XDG_CACHE_HOME/ingot/prompt-cache)");
+  sub->add_flag("--no-disk-cache", f->no_disk_cache, "keep cached prompts in RAM only (lost at exit)");
+  sub->add_option("--cache-disk-gb", f->cache_disk_gb, "GB of prompt-cache files kept per model (LRU by last use)")
+      ->capture_default_str();
   sub->add_option("--audio-model", f->audio_model, "Whisper checkpoint served at /v1/audio/* beside the chat model");
   sub->add_option("--audio-queue", f->audio_queue, "transcriptions waiting beyond which new ones get 429")
       ->capture_default_str();

@@ -6,6 +6,7 @@
 
 #include "cli/model_setup.h"
 #include "engine/draft_model_drafter.h"
+#include "cli/prompt_cache.h"
 #include "io/gguf.h"
 #include "io/gguf_tokenizer.h"
 #include "models/gguf_source.h"
@@ -158,6 +159,11 @@ TextModel load_text_model(const ModelFlags& flags, const TextModelOptions& optio
     eo.context_length = model_ctx > 0 ? std::min(model_ctx, options.context_cap) : options.context_cap;
   tm.context_length = eo.context_length > 0 ? eo.context_length : model_ctx;
   if (tm.model->device() != Device::CPU) eo.device_memory_bytes = runtime::device_memory_bytes(tm.model->device());
+  if (!eo.disk_cache_dir.empty()) {  // what a prompt-cache snapshot must match
+    eo.disk_cache_model = weights_fingerprint(tm.path);
+    eo.disk_cache_tokenizer = tokenizer_fingerprint(tm.path, tm.template_source);
+    eo.disk_cache_label = tm.path;
+  }
   std::shared_ptr<const engine::TextDecoder> decoder;
   if (tm.tokenizer) decoder = std::make_shared<TokenizerTextDecoder>(tm.tokenizer);
   tm.engine = engine::start_engine(*tm.model, eo, decoder, tm.eos);

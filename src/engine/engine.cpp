@@ -143,6 +143,7 @@ EngineImpl::EngineImpl(Model& model, const EngineOptions& opt, std::shared_ptr<c
                                                    opt_.prefix_cache_blocks * prefix_->block_tokens())
                             : kv_budget_;
   }
+  open_disk_tier();
   stats_.kv_blocks_total =
       kv_budget_ / std::max<int64_t>(1, kv::bytes_for_tokens(layout_, kv_dtype_, kind_, kPrefixBlockTokens));
   local_ = stats_;
@@ -162,6 +163,7 @@ void EngineImpl::shutdown() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  if (disk_) disk_->flush();  // what was published reaches the disk before the process ends
 }
 
 void EngineImpl::validate(Request& r) const {

@@ -14,6 +14,7 @@
 #include "engine/speculation.h"
 #include "kv/kinds.h"
 #include "kv/pool.h"
+#include "kv/snapshot_store.h"
 #include "ingot/engine.h"
 #include "models/model.h"
 #include "sampling/sampler.h"
@@ -47,6 +48,8 @@ struct Sequence {
   int64_t prompt_len = 0;
   int64_t computed = 0;          // positions already in the cache
   int64_t cached_prefix = 0;     // reused from the prefix cache
+  int64_t cache_written = 0;     // prompt tokens this sequence published to the prefix cache
+  int64_t disk_restored = 0;     // prefix tokens restored from the disk tier for this sequence
   int64_t generated = 0;
   int64_t reserved_bytes = 0;    // KV bytes set aside at admission
   std::unique_ptr<TokenConstraint> constraint;  // structured output, when asked
@@ -88,6 +91,20 @@ class EngineImpl final : public Engine {
   void finish(Sequence& s, FinishReason reason, const std::string& error = {}, Chunk c = {},
               std::string matched = {});
   void publish_prefix(Sequence& s);
+  // Publishes the first `full` positions of `cache` in RAM, evicting older
+  // entries to fit; the new entry or null (already cached, or no room).
+  const kv::SequenceCache* publish_entry(const std::vector<int32_t>& tokens, int64_t full,
+                                         const kv::SequenceCache& cache);
+  // The disk tier (disk_tier.cpp).
+  void open_disk_tier();
+  // A prefix on disk longer than the RAM hit: restored into the pool and
+  // published in RAM, and `hit` looked up again.
+  void restore_from_disk(Sequence& s, PrefixCache::Hit& hit);
+  // Queues a freshly published RAM entry (the first `full` tokens of `s`) for writing.
+  void write_behind(const Sequence& s, int64_t full, const kv::SequenceCache& entry);
+  // Keeps the first `full` tokens of `s` cached in RAM and on disk for its pin's time.
+  void pin_prefix(const Sequence& s, int64_t full);
+  void disk_stats(Stats& st) const;
   int64_t publish_point(const Sequence& s) const;  // prompt tokens a prefix entry covers
   void emit_token(Sequence& s, const sampling::Sampled& t);
   // Samples the sequence's next token from `logits`; false when it finished
@@ -143,6 +160,7 @@ class EngineImpl final : public Engine {
   StepCost step_cost_;
   DraftCost draft_cost_;
   AcceptanceEstimate acceptance_;  // across sequences: where a new sequence's estimate starts
+  std::unique_ptr<kv::SnapshotStore> disk_;  // null: no disk tier
 
   mutable std::mutex mu_;  // incoming_, stats_, stopping_
   std::condition_variable cv_;

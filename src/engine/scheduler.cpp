@@ -36,6 +36,7 @@ void EngineImpl::finish(Sequence& s, FinishReason reason, const std::string& err
   c.stop_matched = std::move(matched);
   c.usage.prompt_tokens = s.prompt_len;
   c.usage.cached_prompt_tokens = s.cached_prefix;
+  c.usage.cache_written_tokens = s.cache_written;
   c.usage.completion_tokens = s.generated;
   c.usage.draft_tokens = s.draft_tokens;
   c.usage.accepted_draft_tokens = s.accepted_draft_tokens;
@@ -64,6 +65,7 @@ bool EngineImpl::try_admit(Sequence& s) {
   PrefixCache::Hit hit;
   const bool use_prefix = prefix_ && !s.req.prompt_logprobs && s.req.pooling != Request::Pooling::Mean;
   if (use_prefix) hit = prefix_->lookup(s.tokens, s.prompt_len - 1);
+  if (use_prefix && disk_) restore_from_disk(s, hit);
   // Running sequences alone leave no room: no prefix eviction can help.
   if (reserved_ + kv_need(total, hit.tokens) > kv_budget_) return false;
   // Make room by evicting cached prefixes, the one we are about to use last.
@@ -83,6 +85,14 @@ bool EngineImpl::try_admit(Sequence& s) {
   if (use_prefix) {
     local_.prefix_lookup_tokens += s.prompt_len;
     local_.prefix_hit_tokens += hit.tokens;
+    // The tier that served the prefix: disk when this request restored it.
+    if (hit.tokens > 0 && s.disk_restored > 0) {
+      ++local_.prefix_disk_hits;
+      local_.prefix_disk_hit_tokens += hit.tokens;
+    } else if (hit.tokens > 0) {
+      ++local_.prefix_ram_hits;
+      local_.prefix_ram_hit_tokens += hit.tokens;
+    }
   }
   s.reserved_bytes = need;
   reserved_ += need;
@@ -115,9 +125,26 @@ void EngineImpl::publish_prefix(Sequence& s) {
   const int64_t full = publish_point(s);
   // A recurrent state holds exactly what it has seen: publish only at `full`.
   if (recurrent_ && s.computed != full) return;
-  if (full <= s.cached_prefix || prefix_->contains_chain(s.tokens, full)) return;
+  if (full > s.cached_prefix && !prefix_->contains_chain(s.tokens, full)) {
+    if (const kv::SequenceCache* entry = publish_entry(s.tokens, full, *s.cache)) {
+      s.cache_written = full - s.cached_prefix;
+      if (disk_) write_behind(s, full, *entry);
+    }
+  }
+  if (s.req.cache_pin_seconds > 0) pin_prefix(s, full);
+}
+
+void EngineImpl::pin_prefix(const Sequence& s, int64_t full) {
+  const auto ttl = std::chrono::seconds(s.req.cache_pin_seconds);
+  prefix_->pin(s.tokens, full, PrefixCache::Clock::now() + ttl);
+  // The snapshot being written carries the pin already (write_behind).
+  if (disk_) disk_->pin({s.tokens.begin(), s.tokens.begin() + full}, kv::SnapshotStore::Clock::now() + ttl);
+}
+
+const kv::SequenceCache* EngineImpl::publish_entry(const std::vector<int32_t>& tokens, int64_t full,
+                                                   const kv::SequenceCache& cache) {
   const int64_t bytes = kv::bytes_for_tokens(layout_, kv_dtype_, kind_, full);
-  if (bytes > prefix_cap_bytes_) return;
+  if (bytes > prefix_cap_bytes_) return nullptr;
   // A pooled entry shares the sequence's blocks (nothing new is held now); a
   // contiguous one is a copy and must fit beside everything reserved.
   auto over_budget = [&] { return !pool_ && reserved_ + prefix_->bytes() + bytes > kv_budget_; };
@@ -125,8 +152,8 @@ void EngineImpl::publish_prefix(Sequence& s) {
   while (prefix_->entries() > 0 && (over_budget() || prefix_->bytes() + bytes > prefix_cap_bytes_ ||
                                     (max_entries > 0 && prefix_->entries() >= max_entries)))
     prefix_->evict_one();
-  if (over_budget()) return;
-  prefix_->publish(s.tokens, full, *s.cache, bytes);
+  if (over_budget()) return nullptr;
+  return prefix_->publish(tokens, full, cache, bytes);
 }
 
 void EngineImpl::emit_token(Sequence& s, const sampling::Sampled& t) {
@@ -339,6 +366,8 @@ void EngineImpl::update_stats() {
   stats_.prefix_entries = prefix_ ? prefix_->entries() : 0;
   stats_.kv_pool_used_bytes = pool_ ? static_cast<double>(pool_->used_bytes()) : 0.0;
   stats_.kv_pool_allocated_bytes = pool_ ? static_cast<double>(pool_->allocated_bytes()) : 0.0;
+  stats_.prefix_evictions = prefix_ ? prefix_->evictions() : 0;
+  disk_stats(stats_);
 }
 
 bool EngineImpl::step() {

@@ -63,6 +63,12 @@ struct KernelTable {
   void (*to_f32)(const void* src, DType t, int64_t n, float* dst);
   // y = silu(g) * u; u null: y = silu(g).
   void (*silu_mul)(const float* g, const float* u, float* y, int64_t n);
+  // y = x * Phi(x) (GELU with erf), vector erf within 1.5e-7.
+  void (*gelu)(const float* x, float* y, int64_t n);
+  // One row: y = softmax(x) with the vector exp.
+  void (*softmax)(const float* x, float* y, int64_t n);
+  // One row: y = (x - mean) / sqrt(var + eps) * w + b (b may be null).
+  void (*layer_norm)(const float* x, const float* w, const float* b, float eps, float* y, int64_t n);
   void (*attn_fold)(const AttnFold& f);
 };
 

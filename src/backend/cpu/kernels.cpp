@@ -123,6 +123,11 @@ void dot_rows(const float* a, const void* b, DType bdt, int64_t ldb, int64_t row
   kt().dot_rows(a, b, bdt, ldb, rows, k, out);
 }
 void silu_mul(const float* g, const float* u, float* y, int64_t n) { kt().silu_mul(g, u, y, n); }
+void gelu(const float* x, float* y, int64_t n) { kt().gelu(x, y, n); }
+void softmax_row(const float* x, float* y, int64_t n) { kt().softmax(x, y, n); }
+void layer_norm_row(const float* x, const float* w, const float* b, float eps, float* y, int64_t n) {
+  kt().layer_norm(x, w, b, eps, y, n);
+}
 void attn_fold(const AttnFold& f) { kt().attn_fold(f); }
 float sum_squares(const float* x, int64_t n) { return kt().sum_squares(x, n); }
 float sum(const float* x, int64_t n) { return kt().sum(x, n); }

@@ -62,6 +62,12 @@ float sum_squares(const float* x, int64_t n);
 float sum(const float* x, int64_t n);
 // y = silu(g) * u (u null: y = silu(g)), vectorised exp.
 void silu_mul(const float* g, const float* u, float* y, int64_t n);
+// y = gelu(x) = x * Phi(x) with a vector erf (absolute error of erf <= 1.5e-7).
+void gelu(const float* x, float* y, int64_t n);
+// One row of n values: y = softmax(x), vectorised exp.
+void softmax_row(const float* x, float* y, int64_t n);
+// One row of n values: y = (x - mean) / sqrt(var + eps) * w + b (b may be null).
+void layer_norm_row(const float* x, const float* w, const float* b, float eps, float* y, int64_t n);
 // Keys per attention tile: the unit every CPU attention path folds at once.
 constexpr int64_t kAttnTile = 16;
 // One attention tile folded into an online-softmax state (isa_table.h).

@@ -429,6 +429,108 @@ void silu_mul(const float* g, const float* u, float* y, int64_t n) {
   }
 }
 
+// Applies f (register -> register) to x[0, n) into y; the tail goes through
+// a zero-padded register, so every value takes the same arithmetic.
+template <class V, class F>
+inline void map_lanes(const float* x, float* y, int64_t n, F f) {
+  int64_t i = 0;
+  for (; i + V::W <= n; i += V::W) V::store(y + i, f(V::load(x + i)));
+  if (i < n) {
+    float t[V::W];
+    std::memset(t, 0, sizeof(t));
+    std::memcpy(t, x + i, static_cast<size_t>(n - i) * sizeof(float));
+    V::store(t, f(V::load(t)));
+    std::memcpy(y + i, t, static_cast<size_t>(n - i) * sizeof(float));
+  }
+}
+
+// y = x * Phi(x) (exact GELU), Phi(x) = (1 + erf(x / sqrt 2)) / 2. erfc(a) for
+// a = |x| / sqrt 2 by Abramowitz & Stegun 7.1.26 (absolute error <= 1.5e-7):
+// t (a1 + t (a2 + t (a3 + t (a4 + t a5)))) e^(-a^2), t = 1 / (1 + p a); then
+// Phi = 1 - erfc / 2 for x >= 0 and erfc / 2 below.
+template <class V>
+void gelu_erf(const float* x, float* y, int64_t n) {
+  using R = typename V::R;
+  const R one = V::set1(1.0f), half = V::set1(0.5f), zero = V::zero();
+  map_lanes<V>(x, y, n, [&](R xv) {
+    const R z = V::mul(xv, V::set1(0.70710678118654752f));
+    const R a = V::max(z, V::sub(zero, z));
+    const R t = V::div(one, V::fma(V::set1(0.3275911f), a, one));
+    R p = V::set1(1.061405429f);
+    p = V::fma(p, t, V::set1(-1.453152027f));
+    p = V::fma(p, t, V::set1(1.421413741f));
+    p = V::fma(p, t, V::set1(-0.284496736f));
+    p = V::fma(p, t, V::set1(0.254829592f));
+    const R half_erfc = V::mul(V::mul(V::mul(p, t), V::exp(V::sub(zero, V::mul(a, a)))), half);
+    return V::mul(xv, V::select_neg(xv, half_erfc, V::sub(one, half_erfc)));
+  });
+}
+
+// y = softmax(x) over n values: the maximum, e^(x - max) with the level's
+// vector exp, then division by their sum.
+template <class V>
+void softmax_row(const float* x, float* y, int64_t n) {
+  using R = typename V::R;
+  float m = -std::numeric_limits<float>::infinity();
+  int64_t i = 0;
+  if (n >= V::W) {
+    R mv = V::load(x);
+    for (i = V::W; i + V::W <= n; i += V::W) mv = V::max(mv, V::load(x + i));
+    float lanes[V::W];
+    V::store(lanes, mv);
+    for (float v : lanes) m = v > m ? v : m;
+  }
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  const R mv = V::set1(m), floor = V::set1(87.0f), zero = V::zero();
+  // The vector exp clamps its input at -87: below that (masked -inf scores
+  // included) the true value is under FLT_MIN, so it is written as 0.
+  auto ex = [&](R v) {
+    const R d = V::sub(v, mv);
+    return V::select_neg(V::add(d, floor), zero, V::exp(d));
+  };
+  R acc = V::zero();
+  i = 0;
+  for (; i + V::W <= n; i += V::W) {
+    const R e = ex(V::load(x + i));
+    V::store(y + i, e);
+    acc = V::add(acc, e);
+  }
+  float s = V::reduce(acc);
+  if (i < n) {
+    float t[V::W];
+    for (int l = 0; l < V::W; ++l) t[l] = m;
+    std::memcpy(t, x + i, static_cast<size_t>(n - i) * sizeof(float));
+    V::store(t, ex(V::load(t)));
+    for (int64_t l = 0; l < n - i; ++l) s += (y[i + l] = t[l]);
+  }
+  const R inv = V::set1(1.0f / s);
+  map_lanes<V>(y, y, n, [&](R v) { return V::mul(v, inv); });
+}
+
+// y = (x - mean) / sqrt(var + eps) * w + b over n values (b may be null).
+template <class V>
+void layer_norm_row(const float* x, const float* w, const float* b, float eps, float* y, int64_t n) {
+  using R = typename V::R;
+  const float mean = sum<V>(x, n) / static_cast<float>(n);
+  const R mv = V::set1(mean);
+  R acc = V::zero();
+  int64_t i = 0;
+  for (; i + V::W <= n; i += V::W) {
+    const R c = V::sub(V::load(x + i), mv);
+    acc = V::fma(c, c, acc);
+  }
+  float var = V::reduce(acc);
+  for (; i < n; ++i) var += (x[i] - mean) * (x[i] - mean);
+  const float inv = 1.0f / std::sqrt(var / static_cast<float>(n) + eps);
+  const R iv = V::set1(inv);
+  for (i = 0; i + V::W <= n; i += V::W) {
+    R v = V::mul(V::mul(V::sub(V::load(x + i), mv), iv), V::load(w + i));
+    if (b) v = V::add(v, V::load(b + i));
+    V::store(y + i, v);
+  }
+  for (; i < n; ++i) y[i] = (x[i] - mean) * inv * w[i] + (b ? b[i] : 0.0f);
+}
+
 template <class V, class L>
 void to_f32_t(const typename L::T* src, int64_t n, float* dst) {
   using T = typename L::T;
@@ -482,6 +584,9 @@ KernelTable make_table(const char* name) {
   t.scale_by = &scale_by<V>;
   t.to_f32 = &to_f32<V>;
   t.silu_mul = &silu_mul<V>;
+  t.gelu = &gelu_erf<V>;
+  t.softmax = &softmax_row<V>;
+  t.layer_norm = &layer_norm_row<V>;
   t.attn_fold = &attn_fold<V>;
   return t;
 }

@@ -32,7 +32,7 @@ Tensor conv1d_k3(const Tensor& x_tc, const Weight& w, const Tensor& b, int strid
       if (src >= 0 && src < t)
         std::memcpy(pc + (o * 3 + j) * c, px + src * c, static_cast<size_t>(c) * sizeof(float));
     }
-  return ops::linear(cols.to(w.device()), w, &b);
+  return ops::linear_bulk(cols.to(w.device()), w, &b);
 }
 
 }  // namespace
@@ -188,11 +188,11 @@ Tensor WhisperModel::encoder_attention_cpu(const Attn& a, const Tensor& hn) cons
   for (int64_t i = 0; i < h; ++i) {
     const int64_t r0 = i * hd, r1 = r0 + hd;
     const Tensor qb = a.qb.slice(0, r0, r1).contiguous();
-    const Tensor q = ops::scale(ops::linear(hn, weight_rows(a.q, r0, r1), &qb), scale);
-    const Tensor k = ops::linear(hn, weight_rows(a.k, r0, r1));
-    const Tensor p = ops::softmax(ops::linear(q, as_weight(k)));     // [t queries, t keys]
-    const Tensor vt = ops::linear(a.v.data.slice(0, r0, r1), hn_rows);  // [hd, t keys]
-    heads.push_back(ops::linear(vt, as_weight(p)));                  // [hd, t queries]
+    const Tensor q = ops::scale(ops::linear_bulk(hn, weight_rows(a.q, r0, r1), &qb), scale);
+    const Tensor k = ops::linear_bulk(hn, weight_rows(a.k, r0, r1));
+    const Tensor p = ops::softmax(ops::linear_bulk(q, as_weight(k)));     // [t queries, t keys]
+    const Tensor vt = ops::linear_bulk(a.v.data.slice(0, r0, r1), hn_rows);  // [hd, t keys]
+    heads.push_back(ops::linear_bulk(vt, as_weight(p)));                  // [hd, t queries]
   }
   return ops::concat_rows(heads).transpose(0, 1).contiguous();
 }
@@ -212,15 +212,16 @@ Tensor WhisperModel::encode(const Tensor& mel) const {
   for (const EncLayer& L : enc_) {
     Tensor hn = ops::layer_norm(x, L.ln1_w, L.ln1_b, kLnEps);
     if (device_ == Device::CPU) {
-      x = ops::add(x, ops::linear(encoder_attention_cpu(L.attn, hn), L.attn.o, &L.enc_ob));
+      x = ops::add(x, ops::linear_bulk(encoder_attention_cpu(L.attn, hn), L.attn.o, &L.enc_ob));
     } else {
-      Tensor q = ops::linear(hn, L.attn.q, &L.attn.qb).reshape({t, h, hd});
-      Tensor k = ops::linear(hn, L.attn.k).reshape({t, h, hd});
-      Tensor v = ops::linear(hn, L.attn.v, &L.attn.vb).reshape({t, h, hd});
+      Tensor q = ops::linear_bulk(hn, L.attn.q, &L.attn.qb).reshape({t, h, hd});
+      Tensor k = ops::linear_bulk(hn, L.attn.k).reshape({t, h, hd});
+      Tensor v = ops::linear_bulk(hn, L.attn.v, &L.attn.vb).reshape({t, h, hd});
       Tensor a = ops::attention(q, k, v, ap).reshape({t, d});
-      x = ops::add(x, ops::linear(a, L.attn.o, &L.attn.ob));
+      x = ops::add(x, ops::linear_bulk(a, L.attn.o, &L.attn.ob));
     }
-    x = ops::add(x, mlp(ops::layer_norm(x, L.ln2_w, L.ln2_b, kLnEps), L.fc1, L.fc1_b, L.fc2, L.fc2_b));
+    Tensor hn2 = ops::layer_norm(x, L.ln2_w, L.ln2_b, kLnEps);
+    x = ops::add(x, ops::linear_bulk(ops::gelu(ops::linear_bulk(hn2, L.fc1, &L.fc1_b)), L.fc2, &L.fc2_b));
   }
   return ops::layer_norm(x, enc_ln_w_, enc_ln_b_, kLnEps);
 }
@@ -229,8 +230,8 @@ std::shared_ptr<const WhisperModel::CrossKV> WhisperModel::cross_kv(const Tensor
   const int64_t h = wc_.decoder_heads, hd = wc_.d_model / h, s = enc.dim(0);
   auto c = std::make_shared<CrossKV>();
   for (const DecLayer& L : dec_) {
-    c->k.push_back(ops::linear(enc, L.cross_attn.k).reshape({s, h, hd}));
-    c->v.push_back(ops::linear(enc, L.cross_attn.v, &L.cross_attn.vb).reshape({s, h, hd}));
+    c->k.push_back(ops::linear_bulk(enc, L.cross_attn.k).reshape({s, h, hd}));
+    c->v.push_back(ops::linear_bulk(enc, L.cross_attn.v, &L.cross_attn.vb).reshape({s, h, hd}));
   }
   return c;
 }

@@ -62,7 +62,11 @@ float apply_unary(UnaryOp op, float x) {
 
 }  // namespace
 
-Tensor CpuBackend::linear(const Tensor& x_in, const Weight& w, const Tensor* bias) {
+namespace {
+
+// y = x · wᵀ (+ bias) with dense weights going to `dense` (linear_dense or linear_bulk).
+using DenseFn = void (*)(const float*, int64_t, int64_t, const void*, DType, int64_t, int64_t, float*);
+Tensor linear_with(const Tensor& x_in, const Weight& w, const Tensor* bias, DenseFn dense) {
   Tensor x = as_f32(x_in);
   const int64_t k = x.dim(-1);
   const int64_t n = rows_of(x);
@@ -80,7 +84,7 @@ Tensor CpuBackend::linear(const Tensor& x_in, const Weight& w, const Tensor* bia
     qk->linear(x.data<float>(), n, w, y.data<float>());
   } else {
     INGOT_CHECK(w.data.stride(1) == 1, "weight rows must be contiguous");
-    linear_dense(x.data<float>(), n, k, w.data.raw(), w.dtype(), w.data.stride(0), m, y.data<float>());
+    dense(x.data<float>(), n, k, w.data.raw(), w.dtype(), w.data.stride(0), m, y.data<float>());
   }
   if (bias && bias->defined()) {
     Tensor b = as_f32(*bias);
@@ -90,6 +94,16 @@ Tensor CpuBackend::linear(const Tensor& x_in, const Weight& w, const Tensor* bia
       for (int64_t j = 0; j < m; ++j) py[i * m + j] += pb[j];
   }
   return y;
+}
+
+}  // namespace
+
+Tensor CpuBackend::linear(const Tensor& x, const Weight& w, const Tensor* bias) {
+  return linear_with(x, w, bias, &linear_dense);
+}
+
+Tensor CpuBackend::linear_bulk(const Tensor& x, const Weight& w, const Tensor* bias) {
+  return linear_with(x, w, bias, &cpu::linear_bulk);
 }
 
 Tensor CpuBackend::matmul(const Tensor& a_in, const Tensor& b_in) {

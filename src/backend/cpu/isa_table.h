@@ -49,6 +49,9 @@ struct KernelTable {
   int lanes;  // accumulator width of every dot product on this level
   // `scratch` holds at least linear_scratch_floats(k) floats.
   void (*linear_block)(const LinearBlock& b, float* scratch);
+  // The same product in outer-product form (linear_bulk); `scratch` holds
+  // bulk_scratch_floats(b.m) floats.
+  void (*linear_bulk_block)(const LinearBlock& b, float* scratch);
   // dot(a, b[0..k)) with b of dtype bdt (f32 / bf16 / f16) in the same order as linear_block.
   float (*dot)(const float* a, const void* b, DType bdt, int64_t k);
   // out[r] = dot(a, b + r * ldb) for r < rows, each exactly as dot() computes it.
@@ -75,6 +78,9 @@ struct KernelTable {
 // Weight rows converted to f32 per panel when many x rows reuse them.
 constexpr int64_t kMaxPanelRows = 8;
 inline int64_t linear_scratch_floats(int64_t k) { return kMaxPanelRows * (k + 16); }
+// Bulk GEMM: k in blocks of kBulkK; a block's weight columns packed per k block plus one row.
+constexpr int64_t kBulkK = 256;
+inline int64_t bulk_scratch_floats(int64_t m) { return (m + 32) * kBulkK + kBulkK; }
 
 const KernelTable& kernels_portable();
 const KernelTable& kernels_avx2();

@@ -37,6 +37,13 @@ void reset_isa();
 void linear_dense(const float* x, int64_t n, int64_t k, const void* w, DType wdt, int64_t ldw,
                   int64_t m, float* y);
 
+// The same product for many rows in outer-product form, at a higher rate.
+// Each output sums its products in k order (blocks of 256 added in turn),
+// so a row's bits do not depend on n, but they are not linear_dense's: for
+// callers that never compare a row with the decode path (audio and vision
+// encoders, cross-attention keys and values).
+void linear_bulk(const float* x, int64_t n, int64_t k, const void* w, DType wdt, int64_t ldw, int64_t m, float* y);
+
 // Quantized formats register their kernels here (GGUF blocks, MLX affine).
 // linear: same contract as linear_dense for weight `w`;
 // dequant_row: writes row `r` of `w` as k floats (embedding lookups).

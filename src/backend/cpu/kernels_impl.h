@@ -568,6 +568,97 @@ void convert_rows(const void* src, DType t, int64_t ld, int64_t rows, int64_t k,
     to_f32<V>(static_cast<const uint8_t*>(src) + static_cast<size_t>(r * ld) * es, t, k, dst + r * ldd);
 }
 
+// ---- Bulk GEMM (linear_bulk): outer-product form for many rows. Each
+// output sums its products in k order (one fused multiply-add per k), a
+// block of kBulkK at a time added to the stored partial sum; the tiling
+// and thread split never change that order, so a row's bits do not depend
+// on n either, but they differ from linear_block's lane order.
+
+constexpr int kBulkMR = 6;  // x rows per micro tile (12 accumulators on AVX2)
+
+// c[MR, 2W] (+)= a[MR, kc] (rows lda apart) * bp[kc, 2W] (packed); `cols`
+// of the 2W columns are stored.
+template <class V, int MR>
+inline void bulk_micro(const float* a, int64_t lda, const float* bp, int64_t kc, float* c, int64_t ldc,
+                       bool accumulate, int64_t cols) {
+  using R = typename V::R;
+  R c0[MR], c1[MR];
+  for (int i = 0; i < MR; ++i) c0[i] = c1[i] = V::zero();
+  for (int64_t kk = 0; kk < kc; ++kk) {
+    const R b0 = V::load(bp + kk * 2 * V::W), b1 = V::load(bp + kk * 2 * V::W + V::W);
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; ++i) {
+      const R av = V::set1(a[i * lda + kk]);
+      c0[i] = V::fma(av, b0, c0[i]);
+      c1[i] = V::fma(av, b1, c1[i]);
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    float* ci = c + i * ldc;
+    if (cols == 2 * V::W) {
+      V::store(ci, accumulate ? V::add(V::load(ci), c0[i]) : c0[i]);
+      V::store(ci + V::W, accumulate ? V::add(V::load(ci + V::W), c1[i]) : c1[i]);
+    } else {
+      float t[2 * V::W];
+      V::store(t, c0[i]);
+      V::store(t + V::W, c1[i]);
+      for (int64_t j = 0; j < cols; ++j) ci[j] = accumulate ? ci[j] + t[j] : t[j];
+    }
+  }
+}
+
+template <class V>
+inline void bulk_micro_rows(int64_t rows, const float* a, int64_t lda, const float* bp, int64_t kc, float* c,
+                            int64_t ldc, bool accumulate, int64_t cols) {
+  switch (rows) {
+    case 6: return bulk_micro<V, 6>(a, lda, bp, kc, c, ldc, accumulate, cols);
+    case 5: return bulk_micro<V, 5>(a, lda, bp, kc, c, ldc, accumulate, cols);
+    case 4: return bulk_micro<V, 4>(a, lda, bp, kc, c, ldc, accumulate, cols);
+    case 3: return bulk_micro<V, 3>(a, lda, bp, kc, c, ldc, accumulate, cols);
+    case 2: return bulk_micro<V, 2>(a, lda, bp, kc, c, ldc, accumulate, cols);
+    default: return bulk_micro<V, 1>(a, lda, bp, kc, c, ldc, accumulate, cols);
+  }
+}
+
+// One block of rows x columns. `scratch` holds bulk_scratch_floats(m)
+// floats: the block's weight columns packed k-major, 2W wide, per k block.
+template <class V>
+void linear_bulk_block(const LinearBlock& b, float* scratch) {
+  constexpr int64_t NR = 2 * V::W;
+  constexpr int64_t kRowChunk = 16 * kBulkMR;  // x rows x kBulkK stay in L2 while every panel passes
+  const int64_t panels = (b.m + NR - 1) / NR;
+  float* row = scratch + panels * NR * kBulkK;  // one 16-bit weight row segment as f32
+  const size_t es = b.wdt == DType::F32 ? 4 : 2;
+  for (int64_t k0 = 0; k0 < b.k; k0 += kBulkK) {
+    const int64_t kc = imin(kBulkK, b.k - k0);
+    for (int64_t p = 0; p < panels; ++p) {
+      float* dst = scratch + p * NR * kc;
+      const int64_t cols = imin(NR, b.m - p * NR);
+      if (b.wdt == DType::F32) {
+        const float* src = static_cast<const float*>(b.w) + p * NR * b.ldw + k0;
+        for (int64_t kk = 0; kk < kc; ++kk)
+          for (int64_t j = 0; j < NR; ++j) dst[kk * NR + j] = j < cols ? src[j * b.ldw + kk] : 0.0f;
+      } else {
+        for (int64_t j = 0; j < NR; ++j) {
+          if (j < cols)
+            to_f32<V>(static_cast<const uint8_t*>(b.w) + static_cast<size_t>((p * NR + j) * b.ldw + k0) * es, b.wdt,
+                      kc, row);
+          for (int64_t kk = 0; kk < kc; ++kk) dst[kk * NR + j] = j < cols ? row[kk] : 0.0f;
+        }
+      }
+    }
+    for (int64_t i0 = 0; i0 < b.n; i0 += kRowChunk) {
+      const int64_t i1 = imin(b.n, i0 + kRowChunk);
+      for (int64_t p = 0; p < panels; ++p) {
+        const int64_t cols = imin(NR, b.m - p * NR);
+        for (int64_t i = i0; i < i1; i += kBulkMR)
+          bulk_micro_rows<V>(imin(kBulkMR, i1 - i), b.x + i * b.ldx + k0, b.ldx, scratch + p * NR * kc, kc,
+                             b.y + i * b.ldy + p * NR, b.ldy, k0 > 0, cols);
+      }
+    }
+  }
+}
+
 #include "backend/cpu/attention_impl.h"
 
 template <class V>
@@ -576,6 +667,7 @@ KernelTable make_table(const char* name) {
   t.name = name;
   t.lanes = V::W;
   t.linear_block = &linear_block<V>;
+  t.linear_bulk_block = &linear_bulk_block<V>;
   t.dot = &dot<V>;
   t.dot_rows = &dot_rows<V>;
   t.axpy = &axpy<V>;

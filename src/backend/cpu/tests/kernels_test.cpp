@@ -77,6 +77,40 @@ TEST_P(PerIsa, LinearMatchesDoubleReference) {
       }
 }
 
+// The bulk (outer-product) GEMM: against the double reference over row,
+// column and depth counts that leave partial micro tiles, column blocks and
+// k blocks; and a row's bits alone equal its bits inside the batch.
+TEST_P(PerIsa, LinearBulkMatchesReferenceAndIsRowInvariant) {
+  struct Case {
+    int64_t n, k, m;
+  };
+  uint32_t seed = 900;
+  for (DType t : {DType::F32, DType::BF16, DType::F16})
+    for (Case c : {Case{1, 1, 1}, Case{7, 17, 33}, Case{13, 300, 70}, Case{250, 64, 17}, Case{6, 513, 129}}) {
+      const int64_t ldw = c.k + (c.k % 3);
+      Weights w = make_weights(t, c.m, ldw, ++seed);
+      std::vector<float> x = random_floats(static_cast<size_t>(c.n * c.k), ++seed);
+      std::vector<float> y(static_cast<size_t>(c.n * c.m), -7.0f);
+      linear_bulk(x.data(), c.n, c.k, w.bytes.data(), t, ldw, c.m, y.data());
+      for (int64_t i = 0; i < c.n; ++i)
+        for (int64_t j = 0; j < c.m; ++j) {
+          double ref = 0, mag = 0;
+          for (int64_t q = 0; q < c.k; ++q) {
+            const double p = static_cast<double>(x[i * c.k + q]) * w.values[j * ldw + q];
+            ref += p;
+            mag += std::fabs(p);
+          }
+          ASSERT_NEAR(y[i * c.m + j], ref, 1e-6 * mag + 1e-7)
+              << dtype_name(t) << " n=" << c.n << " k=" << c.k << " m=" << c.m << " at " << i << "," << j;
+        }
+      for (int64_t i : {int64_t{0}, c.n - 1}) {
+        std::vector<float> one(static_cast<size_t>(c.m));
+        linear_bulk(x.data() + i * c.k, 1, c.k, w.bytes.data(), t, ldw, c.m, one.data());
+        ASSERT_EQ(0, std::memcmp(one.data(), y.data() + i * c.m, one.size() * sizeof(float))) << "row " << i;
+      }
+    }
+}
+
 // A row's result is the same bits whether it is computed alone, in a small
 // group, in a large batch (the tiled path) or on another thread count.
 TEST_P(PerIsa, LinearIsBatchInvariant) {

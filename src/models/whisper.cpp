@@ -174,18 +174,17 @@ Weight as_weight(const Tensor& t) {
 }  // namespace
 
 // The encoder's 1500 x 1500 non-causal attention as three matrix products per
-// head: scores S = (Q_h / sqrt(hd)) K_h^T, P = softmax(S), O_h = P V_h. With
-// every query seeing every key the whole score matrix is one product at the
-// bulk GEMM's rate; the tiled attention kernel computes one dot per (query,
-// key), several times slower on the CPU. V_h^T comes out directly as
-// W_v,h hn^T (the weight side of O_h = P V_h); V's bias is in enc_ob, since
-// softmax rows sum to one. Returns the heads' outputs [t, d] before the
-// output projection.
+// head: scores S = (Q_h / sqrt(hd)) K_h^T, P = softmax(S), O_h^T = V_h^T P^T.
+// With every query seeing every key the whole score matrix is one product at
+// the dense linear's rate; the tiled attention kernel computes one dot per
+// (query, key), several times slower on the CPU. V_h^T comes out directly as
+// W_v,h hn^T; V's bias is in enc_ob, since softmax rows sum to one.
+// Returns the heads' outputs [t, d] before the output projection.
 Tensor WhisperModel::encoder_attention_cpu(const Attn& a, const Tensor& hn) const {
-  const int64_t t = hn.dim(0), d = wc_.d_model, h = wc_.encoder_heads, hd = d / h;
+  const int64_t d = wc_.d_model, h = wc_.encoder_heads, hd = d / h;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const Weight hn_rows = as_weight(hn);
-  Tensor out = Tensor::empty({t, d}, DType::F32);
+  std::vector<Tensor> heads;  // O_h^T [hd, t] each
   for (int64_t i = 0; i < h; ++i) {
     const int64_t r0 = i * hd, r1 = r0 + hd;
     const Tensor qb = a.qb.slice(0, r0, r1).contiguous();
@@ -193,10 +192,9 @@ Tensor WhisperModel::encoder_attention_cpu(const Attn& a, const Tensor& hn) cons
     const Tensor k = ops::linear_bulk(hn, weight_rows(a.k, r0, r1));
     const Tensor p = ops::softmax(ops::linear_bulk(q, as_weight(k)));     // [t queries, t keys]
     const Tensor vt = ops::linear_bulk(a.v.data.slice(0, r0, r1), hn_rows);  // [hd, t keys]
-    Tensor cols = out.slice(1, r0, r1);
-    copy_into(ops::linear_bulk(p, as_weight(vt)), cols);                  // [t queries, hd]
+    heads.push_back(ops::linear_bulk(vt, as_weight(p)));                  // [hd, t queries]
   }
-  return out;
+  return ops::concat_rows(heads).transpose(0, 1).contiguous();
 }
 
 Tensor WhisperModel::encode(const Tensor& mel) const {

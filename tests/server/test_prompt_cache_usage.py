@@ -4,6 +4,7 @@ cache_read_input_tokens / cache_creation_input_tokens (which with
 input_tokens add up to the whole prompt)."""
 import anthropic
 import openai
+from conftest import Server
 
 BLOCK = 16  # the prefix cache's block: reuse comes in whole blocks
 
@@ -70,7 +71,6 @@ def test_anthropic_reports_cache_reads_and_writes(server):
 def test_anthropic_cache_control_pins_a_prompt(ingot_bin, tiny_model):
     """With room for two cached prompts, a prompt marked with cache_control survives three unmarked
     ones after it; an unmarked one does not."""
-    from conftest import Server
     s = Server(ingot_bin, tiny_model, "--prompt-cache-size", "2", "--no-disk-cache")
     try:
         client = anthropic.Anthropic(base_url=s.url, api_key="none", max_retries=0, timeout=60)

@@ -126,7 +126,7 @@ void merge(float& m, float& l, float* acc, float mc, float lc, const float* accc
     std::memcpy(acc, accc, static_cast<size_t>(dv) * sizeof(float));
     return;
   }
-  const float mn = std::max(m, mc), a = m == mn ? 1.0f : std::exp(m - mn), b = mc == mn ? 1.0f : std::exp(mc - mn);
+  const float mn = std::max(m, mc), a = std::exp(m - mn), b = std::exp(mc - mn);
   l = l * a + lc * b;
   for (int64_t x = 0; x < dv; ++x) acc[x] = acc[x] * a + accc[x] * b;
   m = mn;
@@ -155,8 +155,6 @@ const float* gather_q(const Job& j, int64_t h, int64_t r0, int64_t R, Scratch& w
 // head) pairs to keep every thread busy, so each (row, head, chunk) is a task
 // and the chunks merge after. The numbers are the same either way.
 class Plan {
-  static constexpr int64_t kBlockVectors = 48;  // query vectors per prompt block task
-
  public:
   Plan(const AttnCall& c) : j_{c.q, c.s, c.kv, c.p, c.s.heads / c.s.kv_heads}, out_(c.out) {
     const AttnShape& s = c.s;
@@ -181,11 +179,7 @@ class Plan {
       first_.back() = static_cast<int64_t>(chunk_tasks_.size());
       partial_.resize(chunk_tasks_.size() * static_cast<size_t>(slot()));
     } else {
-      // A block widens each 16-bit tile once and folds it into all its
-      // vectors, so larger blocks convert less per key; halve them only while
-      // there are too few tasks to keep every thread busy.
-      rb_ = std::max<int64_t>(1, kBlockVectors / j_.group);
-      while (rb_ > 1 && (s.rows + rb_ - 1) / rb_ * s.kv_heads < 4 * pool().size()) rb_ = (rb_ + 1) / 2;
+      rb_ = std::max<int64_t>(1, 12 / j_.group);
     }
   }
 

@@ -39,6 +39,9 @@ class FakeModel final : public Model {
   // Counting caches for the contiguous kind when `counting` is set.
   std::unique_ptr<kv::SequenceCache> make_cache(const CacheOptions& opt) const override;
   bool counting = false;
+  // When > 0 the logits see the position only modulo this period, so greedy
+  // text falls into cycles a prompt-lookup drafter can predict.
+  int64_t position_period = 0;
   // What the model reports for memory accounting (it still computes on the CPU).
   void report(Device d, size_t weight_bytes) {
     device_ = d;

@@ -63,7 +63,9 @@ void property_run(bool prefix_cache, uint32_t seed, bool speculative = false) {
   EngineOptions opt;
   opt.kv = "contiguous";
   if (speculative) {
-    // Random ids repeat short n-grams often: drafts of every length, mostly rejected.
+    // Greedy text cycles (positions seen modulo 2), so drafts are often right;
+    // sampled text gives drafts of every length, mostly rejected.
+    model.position_period = 2;
     opt.speculative = "ngram";
     opt.num_speculative_tokens = 4;
   }
@@ -157,7 +159,7 @@ void property_run(bool prefix_cache, uint32_t seed, bool speculative = false) {
   EXPECT_EQ(st.running, 0);
   EXPECT_EQ(st.waiting, 0);
   if (speculative) {
-    EXPECT_GT(st.spec_accepted_tokens, 0);
+    EXPECT_GT(st.spec_accepted_tokens, st.spec_draft_tokens / 10);
     EXPECT_LT(st.spec_accepted_tokens, st.spec_draft_tokens);
   } else {
     EXPECT_EQ(st.spec_draft_tokens, 0);

@@ -6,7 +6,13 @@ import pathlib
 # 27 ms with 2 threads vs 1.4 ms with 1 here); set before any test module imports numpy.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+import tempfile  # noqa: E402
+
 import pytest  # noqa: E402
+
+# `ingot serve` keeps a prompt cache on disk under $XDG_CACHE_HOME: tests get a
+# folder of their own, never the user's (a test that needs one passes --cache-dir).
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="ingot-test-cache-")
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 

@@ -50,6 +50,11 @@ class TokenConstraint {
   // Advances past a chosen token; false when the token was not allowed.
   virtual bool accept(int32_t token) = 0;
   virtual bool complete() const = 0;
+  // How many of `tokens`, in order from the current state, the constraint
+  // allows (end tokens aside), without changing the state. Speculative
+  // decoding cuts draft tokens there before verifying them; the default
+  // cuts nothing, which costs only verification work.
+  virtual size_t allowed_prefix(const std::vector<int32_t>& tokens) { return tokens.size(); }
 };
 
 // Makes a fresh constraint state for each sequence of a request.
@@ -73,6 +78,11 @@ struct Request {
   // A LoRA adapter loaded for this engine's model (models/lora.h), applied to
   // this request only; null: the base model. Held until the request finishes.
   std::shared_ptr<const LoraAdapter> lora;
+  // false: never speculate for this request, even when the engine does.
+  bool speculative = true;
+  // > 0: keep this prompt's cached prefix (RAM entry and disk snapshot) in
+  // preference to unpinned ones for this many seconds (Anthropic cache_control).
+  int64_t cache_pin_seconds = 0;
 };
 
 enum class FinishReason { None, Stop, Length, Cancelled, Error };
@@ -92,8 +102,12 @@ struct TokenEvent {
 
 struct Usage {
   int64_t prompt_tokens = 0;
-  int64_t cached_prompt_tokens = 0;  // reused from the prefix cache
+  int64_t cached_prompt_tokens = 0;  // reused from the prefix cache (RAM or disk)
+  int64_t cache_written_tokens = 0;  // prompt tokens this request added to the prefix cache
   int64_t completion_tokens = 0;
+  // Speculative decoding: draft tokens verified, and those the model kept.
+  int64_t draft_tokens = 0;
+  int64_t accepted_draft_tokens = 0;
 };
 
 // One read from a request's stream: zero or more new tokens, and at the end
@@ -118,6 +132,33 @@ class RequestHandle {
   virtual void cancel() = 0;
 };
 
+// Speculative decoding (docs/engine.md): a drafter proposes tokens that may
+// follow a sequence; the engine verifies them in one forward pass and keeps
+// exactly what the model would have generated itself.
+class SequenceDrafter {
+ public:
+  virtual ~SequenceDrafter() = default;
+  // At most `k` tokens that may follow `tokens` (the prompt, then every token
+  // generated so far; later calls see it extended, never rewritten).
+  virtual std::vector<int32_t> propose(const std::vector<int32_t>& tokens, int64_t k) = 0;
+  // Called once the prompt is in the model's cache: a drafter with state of
+  // its own (a draft model's cache) reads the prompt here, so that propose()
+  // is charged only for drafting.
+  virtual void prefill(const std::vector<int32_t>& prompt) { (void)prompt; }
+};
+
+// Makes each sequence's drafter (used on the engine thread only).
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  virtual std::unique_ptr<SequenceDrafter> start() const = 0;
+  // Memory a sequence's drafter may hold for `tokens` tokens (a draft
+  // model's KV cache); the engine's memory budget counts it.
+  virtual int64_t kv_bytes(int64_t tokens) const { (void)tokens; return 0; }
+  // The chance that a draft token is kept, assumed before any was verified.
+  virtual double expected_acceptance() const { return 0.7; }
+};
+
 struct EngineOptions {
   int max_concurrency = 64;         // sequences decoding at once
   int64_t max_queue = 256;          // waiting requests beyond which submit() rejects
@@ -132,7 +173,37 @@ struct EngineOptions {
   bool prefix_cache = true;
   int64_t prefix_cache_blocks = 0;  // 0: bounded by the memory budget
   int64_t prefix_cache_entries = 64;  // distinct cached prompts kept (LRU); 0: no count limit
+  // Speculative decoding: "off" or "ngram" (prompt lookup). `drafter`, when
+  // set, is used instead of the named one (a draft model: DraftModelDrafter).
+  std::string speculative = "off";
+  std::shared_ptr<const Drafter> drafter;
+  // Draft tokens verified per step: a fixed count, or 0 for adaptive (as
+  // many as recent acceptance pays for, up to kMaxSpeculativeTokens).
+  int num_speculative_tokens = 0;
+  // Where tokens are chosen. "auto": on the model's device when that is not
+  // the CPU (a batched kernel; only ids and the logprobs asked for reach the
+  // host). "batched": that batched row sampler everywhere (on the CPU its
+  // host twin). "host": every logits row is copied to the host and sampled
+  // there. Rows the batched sampler does not cover (structured output, top-p
+  // or min-p without a top-k <= 64, top-k > 64) are sampled on the host.
+  std::string sampling = "auto";
+  // The prefix cache's disk tier (docs/kv-cache.md): every published prefix
+  // is also written behind to a snapshot file under this folder, and a prompt
+  // that extends one restores it, after a restart too. Empty: off. Used with
+  // a paged KV kind on the CPU; other setups log why it stays off.
+  std::string disk_cache_dir;
+  double disk_cache_gb = 10;  // bound on this model's snapshot files (LRU by last use)
+  // What a snapshot must match besides the KV layout and scheme: the weights'
+  // and the tokenizer's (tokenizer + chat template) fingerprints, and a name
+  // for listings.
+  std::string disk_cache_model, disk_cache_tokenizer, disk_cache_label;
 };
+
+constexpr int kMaxSpeculativeTokens = 16;
+
+// Whether the model's caches can drop rejected draft tokens (a recurrent
+// state cannot be rewound, so such models never speculate).
+bool can_speculate(const Model& model);
 
 struct Stats {
   int64_t running = 0, waiting = 0;
@@ -145,6 +216,21 @@ struct Stats {
   // The shared paged pool (paged kinds only): bytes of blocks held by any
   // sequence or prefix entry, and bytes of blocks allocated at all.
   double kv_pool_used_bytes = 0, kv_pool_allocated_bytes = 0;
+  // Speculative decoding: verifications (one per sequence and step that had
+  // a draft), draft tokens verified, draft tokens accepted.
+  int64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
+  // The prefix cache by tier: requests that reused a prefix and the tokens
+  // reused, from RAM and restored from disk; RAM entries evicted.
+  int64_t prefix_ram_hits = 0, prefix_ram_hit_tokens = 0;
+  int64_t prefix_disk_hits = 0, prefix_disk_hit_tokens = 0;
+  int64_t prefix_evictions = 0;
+  // The disk tier (zero when off): snapshot files and their bytes, files
+  // written, not written (queue full, or a write failed), evicted by the
+  // bound, and refused (corrupt, truncated or foreign: deleted).
+  bool disk_cache = false;
+  int64_t disk_cache_files = 0, disk_cache_bytes = 0;
+  int64_t disk_cache_writes = 0, disk_cache_dropped = 0, disk_cache_failed = 0;
+  int64_t disk_cache_evictions = 0, disk_cache_refused = 0;
 };
 
 // Detokenization the engine uses for stop strings and TokenEvent::text.

@@ -24,6 +24,7 @@ struct GenerateFlags {
   bool ignore_eos = false;
   bool chat = false;
   std::string system;
+  SpeculationFlags speculation;
 };
 
 int run_generate(const GenerateFlags& f) {
@@ -40,6 +41,7 @@ int run_generate(const GenerateFlags& f) {
   opt.tokenizer_required = text;
   opt.engine.max_concurrency = 1;
   opt.engine.prefix_cache = false;  // one request: nothing to share
+  opt.speculation = f.speculation;
   TextModel tm = load_text_model(f.model, opt);
   if (text) {
     nlohmann::ordered_json messages = nlohmann::ordered_json::array();
@@ -87,6 +89,7 @@ void register_generate(CLI::App& app) {
   sub->add_flag("--ignore-eos", f->ignore_eos, "keep going past end-of-sequence tokens");
   sub->add_flag("--chat", f->chat, "wrap --prompt in the model's chat template as a user turn");
   sub->add_option("--system", f->system, "system prompt for --chat");
+  add_speculation_flags(sub, f->speculation);
 }
 
 }  // namespace ingot::cli

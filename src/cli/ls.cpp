@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "cli/model_info.h"
+#include "cli/table.h"
 #include "cli/verbs.h"
 #include "engine/memory.h"
 #include "registry/local_models.h"
@@ -61,15 +62,7 @@ int run_ls(const LsFlags& f) {
     if (f.paths) row.push_back(m.path.string());
     rows.push_back(std::move(row));
   }
-  std::vector<size_t> width(rows[0].size(), 0);
-  for (const auto& r : rows)
-    for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
-  for (const auto& r : rows) {
-    std::string line;
-    for (size_t i = 0; i < r.size(); ++i)
-      line += r[i] + (i + 1 < r.size() ? std::string(width[i] - r[i].size() + 2, ' ') : "");
-    std::printf("%s\n", line.c_str());
-  }
+  print_table(rows);
   return 0;
 }
 

@@ -32,6 +32,7 @@ int run(int argc, char** argv) {
   register_ls(app);
   register_rm(app);
   register_gc(app);
+  register_cache(app);
   register_bench(app);
   try {
     app.parse(argc, argv);

@@ -35,6 +35,7 @@ struct RunFlags {
   int top_k = 0;
   uint64_t seed = 0;
   int64_t max_tokens = 0;
+  SpeculationFlags speculation;
   CLI::Option *temp_opt = nullptr, *top_p_opt = nullptr, *top_k_opt = nullptr, *min_p_opt = nullptr,
               *repeat_opt = nullptr, *seed_opt = nullptr, *max_tokens_opt = nullptr;
 };
@@ -187,6 +188,7 @@ int run_chat(RunFlags& f) {
   to.engine.max_concurrency = 1;
   to.engine.context_length = f.ctx;
   to.context_cap = 4096;  // a terminal chat, not a long-document job: keeps the KV cache small
+  to.speculation = f.speculation;
   TextModel tm = load_text_model(f.model, to);
   if (!tm.chat_template) tm.render_chat(nlohmann::ordered_json::array());  // fails: says the model has no template
   ChatSession session(initial_settings(f, tm), f.system);
@@ -247,6 +249,7 @@ void register_run(CLI::App& app) {
   f->repeat_opt = sub->add_option("--repeat-penalty", f->repeat_penalty, "repetition penalty (1: off)");
   f->seed_opt = sub->add_option("--seed", f->seed, "sampling seed");
   f->max_tokens_opt = sub->add_option("--max-tokens", f->max_tokens, "tokens per answer (0: as the context allows)");
+  add_speculation_flags(sub, f->speculation);
 }
 
 }  // namespace ingot::cli

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "cli/model_setup.h"
+#include "cli/prompt_cache.h"
 #include "cli/serve_audio.h"
 #include "cli/text_model.h"
 #include "cli/verbs.h"
@@ -49,8 +50,11 @@ struct ServeFlags {
   double temp = 0.0, top_p = 1.0, min_p = 0.0;
   int top_k = 0;
   int64_t max_tokens = 512;
-  std::string adapter_path, draft_model, chat_template, chat_template_args;
+  std::string adapter_path, chat_template, chat_template_args;
   int64_t prompt_cache_size = -1;
+  std::string cache_dir;
+  bool no_disk_cache = false;
+  double cache_disk_gb = 10;
   std::string log_level = "info";
   bool trust_remote_code = false, use_default_chat_template = false;
   std::string audio_model;
@@ -60,6 +64,7 @@ struct ServeFlags {
   std::vector<std::string> loras;  // NAME=PATH
   int max_loras = 8, max_lora_rank = 64;
   bool allow_runtime_lora = false;
+  SpeculationFlags speculation;
 };
 
 std::atomic<bool> g_stop{false};
@@ -117,7 +122,6 @@ server::ToolFormat parse_tool_parser(const std::string& name, const std::string&
 
 int run_serve(const ServeFlags& f) {
   log::set_level(log::parse_level(f.log_level));
-  if (!f.draft_model.empty()) fail(ErrorKind::Unsupported, "--draft-model: speculative decoding is not supported yet");
   if (f.port < 0 || f.port > 65535) fail(ErrorKind::InvalidArgument, "--port must be in [0, 65535]");
   if (f.max_body_mb <= 0) fail(ErrorKind::InvalidArgument, "--max-body-mb must be > 0");
   if (f.http_threads < 1) fail(ErrorKind::InvalidArgument, "--http-threads must be >= 1");
@@ -145,6 +149,7 @@ int run_serve(const ServeFlags& f) {
   } else {
     TextModelOptions to;
     to.chat_template = f.chat_template;
+    to.speculation = f.speculation;
     engine::EngineOptions& eo = to.engine;
     int conc = f.max_concurrency > 0 ? f.max_concurrency : f.decode_concurrency;
     if (conc > 0) eo.max_concurrency = conc;
@@ -154,6 +159,11 @@ int run_serve(const ServeFlags& f) {
     eo.memory_budget_gb = f.memory_budget_gb;
     if (f.prompt_cache_size == 0) eo.prefix_cache = false;
     if (f.prompt_cache_size > 0) eo.prefix_cache_entries = f.prompt_cache_size;
+    if (f.cache_disk_gb <= 0) fail(ErrorKind::InvalidArgument, "--cache-disk-gb must be > 0");
+    if (!f.no_disk_cache && eo.prefix_cache) {
+      eo.disk_cache_dir = f.cache_dir.empty() ? default_prompt_cache_dir() : f.cache_dir;
+      eo.disk_cache_gb = f.cache_disk_gb;
+    }
     text = load_text_model(f.model, to);
   }
   const Tokenizer& tok = speech_only ? *speech_tok : *text.tokenizer;
@@ -283,10 +293,15 @@ void register_serve(CLI::App& app) {
   sub->add_option("--max-lora-rank", f->max_lora_rank, "largest LoRA rank accepted")->capture_default_str();
   sub->add_flag("--allow-runtime-lora", f->allow_runtime_lora,
                 "allow /v1/load_lora_adapter and /v1/unload_lora_adapter without --api-key");
-  sub->add_option("--draft-model", f->draft_model, "draft model for speculative decoding (not supported yet)");
+  add_speculation_flags(sub, f->speculation);
   sub->add_option("--chat-template", f->chat_template, "chat template: a file or the template text");
   sub->add_option("--chat-template-args", f->chat_template_args, "JSON object of extra template variables");
   sub->add_option("--prompt-cache-size", f->prompt_cache_size, "cached prompts kept (LRU, default 64); 0 turns the prefix cache off");
+  sub->add_option("--cache-dir", f->cache_dir,
+                  "folder of the prompt cache's disk tier (default: $XDG_CACHE_HOME/ingot/prompt-cache)");
+  sub->add_flag("--no-disk-cache", f->no_disk_cache, "keep cached prompts in RAM only (lost at exit)");
+  sub->add_option("--cache-disk-gb", f->cache_disk_gb, "GB of prompt-cache files kept per model (LRU by last use)")
+      ->capture_default_str();
   sub->add_option("--audio-model", f->audio_model, "Whisper checkpoint served at /v1/audio/* beside the chat model");
   sub->add_option("--audio-queue", f->audio_queue, "transcriptions waiting beyond which new ones get 429")
       ->capture_default_str();

@@ -27,6 +27,16 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& model_path);
 // of a folder, or the GGUF file's metadata.
 ChatTemplateFiles load_template_files(const std::string& model_path);
 
+// --speculative, --num-speculative-tokens and --draft-model, shared by the text verbs.
+struct SpeculationFlags {
+  // auto: draft with --draft-model, else ngram where greedy equality is
+  // tested (the CPU), else off | ngram | draft | off
+  std::string mode = "auto";
+  int tokens = 0;  // draft tokens per step; 0: adaptive
+  std::string draft_model;
+};
+void add_speculation_flags(CLI::App* sub, SpeculationFlags& f);
+
 struct TextModelOptions {
   // false: a folder without tokenizer files loads too (token ids in and out).
   bool tokenizer_required = true;
@@ -35,6 +45,9 @@ struct TextModelOptions {
   // The verb's engine settings; kv comes from the model flags, and the device
   // memory from the device the model loads on.
   engine::EngineOptions engine;
+  // Sets engine.speculative and engine.num_speculative_tokens once the model
+  // is loaded (auto depends on its device).
+  SpeculationFlags speculation;
   // When engine.context_length is 0: at most this many tokens of the model's
   // context (0: all of it).
   int64_t context_cap = 0;
@@ -50,6 +63,7 @@ struct TextModel {
   GenerationConfig generation;
   std::vector<int32_t> eos;  // generation config's end ids plus the tokenizer's eos token
   int64_t context_length = 0;  // the engine's, in tokens
+  std::unique_ptr<Model> draft_model;  // --draft-model (declared first: outlives the engine)
   std::unique_ptr<engine::Engine> engine;
 
   // The chat template's prompt for `messages`, ready for the assistant's

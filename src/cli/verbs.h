@@ -29,6 +29,7 @@ void register_get(CLI::App& app);
 void register_ls(CLI::App& app);
 void register_rm(CLI::App& app);
 void register_gc(CLI::App& app);
+void register_cache(CLI::App& app);
 void register_bench(CLI::App& app);
 
 // Shared flag helpers.

@@ -1,10 +1,12 @@
 // The engine: request validation, the per-request channels, and the engine
 // thread that owns the model and every cache.
+#include <algorithm>
 #include <random>
 #include <sstream>
 
 #include "engine/engine_impl.h"
 #include "engine/memory.h"
+#include "engine/ngram_drafter.h"
 #include "kv/kinds.h"
 #include "sampling/sampler.h"
 #include "util/error.h"
@@ -89,6 +91,12 @@ uint64_t fingerprint(const Model& m, const EngineOptions& opt) {
 
 }  // namespace
 
+bool can_speculate(const Model& model) {
+  const auto layout = model.cache_layout();
+  return std::none_of(layout.begin(), layout.end(),
+                      [](const kv::LayerSpec& l) { return l.kind == kv::LayerKind::LinearState; });
+}
+
 EngineImpl::EngineImpl(Model& model, const EngineOptions& opt, std::shared_ptr<const TextDecoder> decoder,
                        std::vector<int32_t> eos)
     : model_(model), opt_(opt), decoder_(std::move(decoder)), eos_(std::move(eos)) {
@@ -100,6 +108,9 @@ EngineImpl::EngineImpl(Model& model, const EngineOptions& opt, std::shared_ptr<c
     bad("token_budget (", opt_.token_budget, ") must cover one decode row per sequence (", opt_.max_concurrency, ")");
   if (opt_.memory_budget_gb < 0) bad("memory budget must be >= 0 GB");
   if (opt_.prefix_cache_blocks < 0) bad("prefix_cache_blocks must be >= 0");
+  if (opt_.sampling != "auto" && opt_.sampling != "batched" && opt_.sampling != "host")
+    bad("sampling must be auto, batched or host, got '", opt_.sampling, "'");
+  batched_sampling_ = opt_.sampling == "batched" || (opt_.sampling == "auto" && model_.device() != Device::CPU);
   context_ = opt_.context_length > 0 ? opt_.context_length : model_.config().max_position_embeddings;
   if (context_ <= 0) bad("context length is unknown: set it explicitly");
   kv_budget_ = kv_budget_bytes(model_, opt_);
@@ -112,6 +123,19 @@ EngineImpl::EngineImpl(Model& model, const EngineOptions& opt, std::shared_ptr<c
   // caches, tensor-parallel ranks, keeps them).
   if (kv::is_paged(kind_) && !model_.make_cache(CacheOptions{opt_.kv, {}}))
     pool_ = kv::Pool::create(layout_, kv_dtype_, model_.device(), kv::pool_options(kind_));
+  if (opt_.num_speculative_tokens < 0 || opt_.num_speculative_tokens > kMaxSpeculativeTokens)
+    bad("num_speculative_tokens must be in [0, ", kMaxSpeculativeTokens, "] (0: adaptive), got ",
+        opt_.num_speculative_tokens);
+  if (opt_.drafter)
+    drafter_ = opt_.drafter;
+  else if (opt_.speculative == "ngram")
+    drafter_ = std::make_shared<NgramDrafter>();
+  else if (opt_.speculative != "off")
+    bad("speculative decoding must be off or ngram, got '", opt_.speculative, "'");
+  if (drafter_) acceptance_ = AcceptanceEstimate(drafter_->expected_acceptance());
+  if (drafter_ && !can_speculate(model_))
+    bad("model type '", model_.config().model_type,
+        "' keeps a recurrent state that cannot drop rejected draft tokens: run it without speculative decoding");
   if (opt_.prefix_cache) {
     prefix_.emplace(fingerprint(model_, opt_), kPrefixBlockTokens, recurrent_);
     prefix_cap_bytes_ = opt_.prefix_cache_blocks > 0
@@ -119,6 +143,7 @@ EngineImpl::EngineImpl(Model& model, const EngineOptions& opt, std::shared_ptr<c
                                                    opt_.prefix_cache_blocks * prefix_->block_tokens())
                             : kv_budget_;
   }
+  open_disk_tier();
   stats_.kv_blocks_total =
       kv_budget_ / std::max<int64_t>(1, kv::bytes_for_tokens(layout_, kv_dtype_, kind_, kPrefixBlockTokens));
   local_ = stats_;
@@ -138,6 +163,7 @@ void EngineImpl::shutdown() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  if (disk_) disk_->flush();  // what was published reaches the disk before the process ends
 }
 
 void EngineImpl::validate(Request& r) const {
@@ -210,6 +236,7 @@ std::shared_ptr<RequestHandle> EngineImpl::submit(Request req) {
       ends.insert(ends.end(), req.stop.stop_token_ids.begin(), req.stop.stop_token_ids.end());
       s->sampler->constrain(s->constraint.get(), std::move(ends));
     }
+    if (drafter_ && req.speculative && req.pooling == Request::Pooling::None) s->drafter = drafter_->start();
     s->req = std::move(req);
     ++stats_.waiting;
     ++stats_.requests_total;

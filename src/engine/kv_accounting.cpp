@@ -14,11 +14,14 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 }  // namespace
 
 int64_t EngineImpl::kv_need(int64_t total, int64_t shared) const {
-  if (!pool_) return kv::bytes_for_tokens(layout_, kv_dtype_, kind_, total) + kv::sequence_fixed_bytes(layout_, kind_);
+  // A draft model's cache for the sequence, counted whether or not the request speculates.
+  const int64_t drafter = drafter_ ? drafter_->kv_bytes(total) : 0;
+  if (!pool_)
+    return kv::bytes_for_tokens(layout_, kv_dtype_, kind_, total) + kv::sequence_fixed_bytes(layout_, kind_) + drafter;
   const int64_t bs = pool_->options().block_size;
   const auto block_bytes = static_cast<int64_t>(pool_->bytes_per_block());
   return (ceil_div(total, bs) - shared / bs) * block_bytes +
-         kv::unpooled_bytes_for_tokens(layout_, kv_dtype_, kind_, total);
+         kv::unpooled_bytes_for_tokens(layout_, kv_dtype_, kind_, total) + drafter;
 }
 
 int64_t EngineImpl::kv_committed() const {

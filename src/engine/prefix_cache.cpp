@@ -1,6 +1,7 @@
 #include "engine/prefix_cache.h"
 
 #include <algorithm>
+#include <initializer_list>
 
 #include "util/error.h"
 
@@ -60,14 +61,14 @@ bool PrefixCache::contains_chain(const std::vector<int32_t>& tokens, int64_t n_t
   return full == 0 || lookup(tokens, full, scope).tokens == full;
 }
 
-void PrefixCache::publish(const std::vector<int32_t>& tokens, int64_t n_tokens, const kv::SequenceCache& cache,
-                          int64_t entry_bytes, uint64_t scope) {
+const kv::SequenceCache* PrefixCache::publish(const std::vector<int32_t>& tokens, int64_t n_tokens,
+                                              const kv::SequenceCache& cache, int64_t entry_bytes, uint64_t scope) {
   const int64_t full = n_tokens / block_ * block_;
-  if (full == 0) return;
+  if (full == 0) return nullptr;
   Hit have = lookup(tokens, full, scope);
   if (have.tokens == full) {
     lru_.splice(lru_.begin(), lru_, entries_.at(have.entry).lru);
-    return;
+    return nullptr;
   }
   Entry e;
   e.tokens.assign(tokens.begin(), tokens.begin() + full);
@@ -84,7 +85,7 @@ void PrefixCache::publish(const std::vector<int32_t>& tokens, int64_t n_tokens, 
   for (size_t b = exact_ ? e.hashes.size() - 1 : 0; b < e.hashes.size(); ++b)
     index_[e.hashes[b]] = {id, static_cast<int64_t>(b + 1)};
   bytes_ += e.bytes;
-  entries_.emplace(id, std::move(e));
+  return entries_.emplace(id, std::move(e)).first->second.cache.get();
 }
 
 void PrefixCache::erase(uint64_t id) {
@@ -109,20 +110,33 @@ void PrefixCache::erase(uint64_t id) {
   }
 }
 
+void PrefixCache::pin(const std::vector<int32_t>& tokens, int64_t n_tokens, Clock::time_point until, uint64_t scope) {
+  const int64_t full = n_tokens / block_ * block_;
+  if (full == 0) return;
+  Hit h = lookup(tokens, full, scope);
+  if (h.tokens != full) return;
+  Entry& e = entries_.at(h.entry);
+  e.pinned_until = std::max(e.pinned_until, until);
+}
+
 bool PrefixCache::evict_one(uint64_t keep) {
   if (lru_.empty()) return false;
-  for (auto it = lru_.rbegin(); it != lru_.rend(); ++it)
-    if (*it != keep) {
-      erase(*it);
-      return true;
-    }
+  ++evictions_;
+  const Clock::time_point now = Clock::now();
+  // Least recently used first, pinned entries only when nothing else is left:
+  // memory for running requests always wins over a pin.
+  for (bool pinned_too : {false, true})
+    for (auto it = lru_.rbegin(); it != lru_.rend(); ++it)
+      if (*it != keep && (pinned_too || entries_.at(*it).pinned_until <= now)) {
+        erase(*it);
+        return true;
+      }
   erase(lru_.back());
   return true;
 }
 
 void PrefixCache::clear() {
-  while (evict_one()) {
-  }
+  while (!lru_.empty()) erase(lru_.back());
 }
 
 }  // namespace ingot::engine

@@ -9,6 +9,7 @@
 // Exact mode (models with recurrent layers, whose state cannot be trimmed):
 // an entry is found only by its whole length, so a fork never trims.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <list>
 #include <memory>
@@ -38,21 +39,28 @@ class PrefixCache {
   // A private cache holding the first hit.tokens positions; touches the entry.
   std::unique_ptr<kv::SequenceCache> fork(const Hit& hit);
 
-  // Publishes the first `tokens` positions (rounded down to full blocks) of
-  // `cache`, which holds at least that many. Returns the bytes it now holds
-  // for this entry (0 when nothing new was stored).
   bool contains_chain(const std::vector<int32_t>& tokens, int64_t n_tokens, uint64_t scope = 0) const;
-  void publish(const std::vector<int32_t>& tokens, int64_t n_tokens, const kv::SequenceCache& cache,
-               int64_t entry_bytes, uint64_t scope = 0);
+  // Publishes the first `tokens` positions (rounded down to full blocks) of
+  // `cache`, which holds at least that many, as an entry of `entry_bytes`.
+  // Returns the new entry's cache (exactly those positions), or null when
+  // that prefix was already cached.
+  const kv::SequenceCache* publish(const std::vector<int32_t>& tokens, int64_t n_tokens,
+                                   const kv::SequenceCache& cache, int64_t entry_bytes, uint64_t scope = 0);
 
-  // Evicts the least recently used entry; false when empty. `keep` is evicted
-  // only when it is the last one.
+  // Keeps the entry holding the first `n_tokens` (whole blocks) of `tokens`
+  // in preference to unpinned ones until `until`.
+  using Clock = std::chrono::steady_clock;
+  void pin(const std::vector<int32_t>& tokens, int64_t n_tokens, Clock::time_point until, uint64_t scope = 0);
+
+  // Evicts the least recently used entry, unpinned ones first; false when
+  // empty. `keep` is evicted only when it is the last one.
   bool evict_one(uint64_t keep = 0);
   void clear();
 
   int64_t bytes() const { return bytes_; }
   int64_t entries() const { return static_cast<int64_t>(entries_.size()); }
   int64_t block_tokens() const { return block_; }
+  int64_t evictions() const { return evictions_; }  // by evict_one()
 
  private:
   struct Entry {
@@ -62,6 +70,7 @@ class PrefixCache {
     std::unique_ptr<kv::SequenceCache> cache;
     int64_t bytes = 0;
     std::list<uint64_t>::iterator lru;
+    Clock::time_point pinned_until{};
   };
   void erase(uint64_t id);
 
@@ -74,6 +83,7 @@ class PrefixCache {
   std::unordered_map<uint64_t, std::pair<uint64_t, int64_t>> index_;
   std::list<uint64_t> lru_;  // front: most recent
   int64_t bytes_ = 0;
+  int64_t evictions_ = 0;
 };
 
 }  // namespace ingot::engine

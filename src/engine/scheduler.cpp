@@ -1,9 +1,11 @@
 // The continuous-batching scheduler (engine thread only). Each step:
 // take new requests, drop cancelled ones (their KV goes at once), admit
 // waiting requests in arrival order while the memory budget allows, then run
-// one forward pass packing a decode row per decoding sequence plus chunked
-// prefill (oldest first) under the token budget.
+// one forward pass packing a decode row per decoding sequence (with its
+// draft tokens when it speculates) plus chunked prefill (oldest first) under
+// the token budget.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "engine/engine_impl.h"
@@ -34,7 +36,10 @@ void EngineImpl::finish(Sequence& s, FinishReason reason, const std::string& err
   c.stop_matched = std::move(matched);
   c.usage.prompt_tokens = s.prompt_len;
   c.usage.cached_prompt_tokens = s.cached_prefix;
+  c.usage.cache_written_tokens = s.cache_written;
   c.usage.completion_tokens = s.generated;
+  c.usage.draft_tokens = s.draft_tokens;
+  c.usage.accepted_draft_tokens = s.accepted_draft_tokens;
   if (!s.first_chunk_sent) c.prompt_logprobs = std::move(s.prompt_logprobs);
   s.first_chunk_sent = true;
   s.ch->push(std::move(c));
@@ -60,6 +65,8 @@ bool EngineImpl::try_admit(Sequence& s) {
   PrefixCache::Hit hit;
   const bool use_prefix = prefix_ && !s.req.prompt_logprobs && s.req.pooling != Request::Pooling::Mean;
   if (use_prefix) hit = prefix_->lookup(s.tokens, s.prompt_len - 1, lora_scope(s));
+  // The disk tier holds base-model prefixes only (its snapshots are keyed on the model).
+  if (use_prefix && disk_ && lora_scope(s) == 0) restore_from_disk(s, hit);
   // Running sequences alone leave no room: no prefix eviction can help.
   if (reserved_ + kv_need(total, hit.tokens) > kv_budget_) return false;
   // Make room by evicting cached prefixes, the one we are about to use last.
@@ -79,6 +86,14 @@ bool EngineImpl::try_admit(Sequence& s) {
   if (use_prefix) {
     local_.prefix_lookup_tokens += s.prompt_len;
     local_.prefix_hit_tokens += hit.tokens;
+    // The tier that served the prefix: disk when this request restored it.
+    if (hit.tokens > 0 && s.disk_restored > 0) {
+      ++local_.prefix_disk_hits;
+      local_.prefix_disk_hit_tokens += hit.tokens;
+    } else if (hit.tokens > 0) {
+      ++local_.prefix_ram_hits;
+      local_.prefix_ram_hit_tokens += hit.tokens;
+    }
   }
   s.reserved_bytes = need;
   reserved_ += need;
@@ -111,9 +126,27 @@ void EngineImpl::publish_prefix(Sequence& s) {
   const int64_t full = publish_point(s);
   // A recurrent state holds exactly what it has seen: publish only at `full`.
   if (recurrent_ && s.computed != full) return;
-  if (full <= s.cached_prefix || prefix_->contains_chain(s.tokens, full, lora_scope(s))) return;
+  const uint64_t scope = lora_scope(s);
+  if (full > s.cached_prefix && !prefix_->contains_chain(s.tokens, full, scope)) {
+    if (const kv::SequenceCache* entry = publish_entry(s.tokens, full, *s.cache, scope)) {
+      s.cache_written = full - s.cached_prefix;
+      if (disk_ && scope == 0) write_behind(s, full, *entry);
+    }
+  }
+  if (s.req.cache_pin_seconds > 0) pin_prefix(s, full);
+}
+
+void EngineImpl::pin_prefix(const Sequence& s, int64_t full) {
+  const auto ttl = std::chrono::seconds(s.req.cache_pin_seconds);
+  prefix_->pin(s.tokens, full, PrefixCache::Clock::now() + ttl, lora_scope(s));
+  // The snapshot being written carries the pin already (write_behind).
+  if (disk_ && lora_scope(s) == 0) disk_->pin({s.tokens.begin(), s.tokens.begin() + full}, kv::SnapshotStore::Clock::now() + ttl);
+}
+
+const kv::SequenceCache* EngineImpl::publish_entry(const std::vector<int32_t>& tokens, int64_t full,
+                                                   const kv::SequenceCache& cache, uint64_t scope) {
   const int64_t bytes = kv::bytes_for_tokens(layout_, kv_dtype_, kind_, full);
-  if (bytes > prefix_cap_bytes_) return;
+  if (bytes > prefix_cap_bytes_) return nullptr;
   // A pooled entry shares the sequence's blocks (nothing new is held now); a
   // contiguous one is a copy and must fit beside everything reserved.
   auto over_budget = [&] { return !pool_ && reserved_ + prefix_->bytes() + bytes > kv_budget_; };
@@ -121,8 +154,8 @@ void EngineImpl::publish_prefix(Sequence& s) {
   while (prefix_->entries() > 0 && (over_budget() || prefix_->bytes() + bytes > prefix_cap_bytes_ ||
                                     (max_entries > 0 && prefix_->entries() >= max_entries)))
     prefix_->evict_one();
-  if (over_budget()) return;
-  prefix_->publish(s.tokens, full, *s.cache, bytes, lora_scope(s));
+  if (over_budget()) return nullptr;
+  return prefix_->publish(tokens, full, cache, bytes, scope);
 }
 
 void EngineImpl::emit_token(Sequence& s, const sampling::Sampled& t) {
@@ -151,12 +184,20 @@ void EngineImpl::run_batch() {
   BatchInput in;
   std::vector<Sequence*> rows;  // one per SeqInput
   int64_t budget = opt_.token_budget;
+  std::vector<Sequence*> decoding;
   for (auto& s : running_) {
     if (s->state != SeqState::Decoding || budget == 0 || s->req.pooling != Request::Pooling::None) continue;
-    in.tokens.push_back(s->tokens[static_cast<size_t>(s->computed)]);
-    in.seqs.push_back({s->cache.get(), 1, false, s->req.lora.get()});
-    rows.push_back(s.get());
+    decoding.push_back(s.get());
     --budget;
+  }
+  draft_tokens(decoding, &budget);
+  for (Sequence* s : decoding) {
+    // A draft rides on the decode row: every row's logits are wanted.
+    in.tokens.push_back(s->tokens[static_cast<size_t>(s->computed)]);
+    in.tokens.insert(in.tokens.end(), s->draft.begin(), s->draft.end());
+    const auto n = 1 + static_cast<int64_t>(s->draft.size());
+    in.seqs.push_back({s->cache.get(), n, n > 1, s->req.lora.get()});
+    rows.push_back(s);
   }
   for (auto& s : running_) {
     if (s->state != SeqState::Prefilling || budget == 0 || s->req.pooling != Request::Pooling::None) continue;
@@ -173,15 +214,38 @@ void EngineImpl::run_batch() {
     budget -= n;
   }
   if (rows.empty()) return;
+  // The rows that pick a token: decoding ones, and prefills whose chunk ends
+  // the prompt (unless nothing may be generated).
+  std::vector<bool> samples(rows.size());
+  bool all_logits = false;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const Sequence& s = *rows[i];
+    all_logits = all_logits || in.seqs[i].all_logits;
+    samples[i] = s.state == SeqState::Decoding ||
+                 (s.computed + in.seqs[i].n_tokens >= s.prompt_len && s.req.stop.max_tokens > 0);
+  }
+  // Rows that read every logit (prompt logprobs, draft verification) are read
+  // on the host: then the whole batch goes there.
+  const bool batched = batched_sampling_ && !all_logits;
   Tensor logits;
+  std::vector<std::optional<sampling::Sampled>> picks;
+  const auto started = std::chrono::steady_clock::now();
   try {
-    logits = model_.forward(in).to(Device::CPU).contiguous();
+    logits = model_.forward(in);
+    if (batched)
+      picks = pick_batched(logits, rows, samples);
+    else
+      logits = logits.to(Device::CPU).contiguous();
   } catch (const std::exception& e) {
     for (Sequence* s : rows) finish(*s, FinishReason::Error, e.what());
     return;
   }
+  // Decode and verification steps teach the cost of a verification row.
+  if (drafter_ && rows.size() == decoding.size())
+    step_cost_.observe(static_cast<int64_t>(in.tokens.size()),
+                       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   const int64_t V = model_.vocab_size();
-  const float* L = logits.data<float>();
+  const float* L = batched ? nullptr : logits.data<float>();
   int64_t row = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
     Sequence& s = *rows[i];
@@ -200,29 +264,44 @@ void EngineImpl::run_batch() {
     }
     s.computed += si.n_tokens;
     if (recurrent_ && s.state == SeqState::Prefilling && s.computed < s.prompt_len) publish_prefix(s);
-    const float* last = L + (row + nrows - 1) * V;
+    const float* last = L ? L + (row + nrows - 1) * V : nullptr;
     row += nrows;
     if (s.state == SeqState::Prefilling) {
       if (s.computed < s.prompt_len) continue;
       publish_prefix(s);
       s.state = SeqState::Decoding;
+      if (s.drafter) {
+        s.acceptance = AcceptanceEstimate(drafter_->expected_acceptance(), acceptance_.rate());
+        drafter_call(s, [&] { s.drafter->prefill(s.tokens); });
+      }
       if (s.req.stop.max_tokens == 0) {
         finish(s, FinishReason::Length);
         continue;
       }
     }
-    sampling::Sampled t = s.sampler->sample(last, V, s.req.stop.max_tokens - s.generated);
-    if (t.blocked) {
-      // The structured text is complete and nothing may follow (no end token to
-      // choose), or the constraint found no way on.
-      if (s.constraint && s.constraint->complete())
-        finish(s, FinishReason::Stop);
-      else
-        finish(s, FinishReason::Error, "structured output: no token can continue the text");
+    if (s.state == SeqState::Decoding && !s.draft.empty()) {
+      verify_draft(s, L + (row - nrows) * V, V);
       continue;
     }
-    emit_token(s, t);
+    sampling::Sampled t;
+    if (batched ? take_pick(s, t = *picks[i]) : sample_next(s, last, V, &t)) emit_token(s, t);
   }
+}
+
+bool EngineImpl::sample_next(Sequence& s, const float* logits, int64_t vocab, sampling::Sampled* t) {
+  *t = s.sampler->sample(logits, vocab, s.req.stop.max_tokens - s.generated);
+  return take_pick(s, *t);
+}
+
+bool EngineImpl::take_pick(Sequence& s, const sampling::Sampled& t) {
+  if (!t.blocked) return true;
+  // The structured text is complete and nothing may follow (no end token to
+  // choose), or the constraint found no way on.
+  if (s.constraint && s.constraint->complete())
+    finish(s, FinishReason::Stop);
+  else
+    finish(s, FinishReason::Error, "structured output: no token can continue the text");
+  return false;
 }
 
 // Embedding requests: prefill chunks whose final hidden states are pooled
@@ -289,6 +368,8 @@ void EngineImpl::update_stats() {
   stats_.prefix_entries = prefix_ ? prefix_->entries() : 0;
   stats_.kv_pool_used_bytes = pool_ ? static_cast<double>(pool_->used_bytes()) : 0.0;
   stats_.kv_pool_allocated_bytes = pool_ ? static_cast<double>(pool_->allocated_bytes()) : 0.0;
+  stats_.prefix_evictions = prefix_ ? prefix_->evictions() : 0;
+  disk_stats(stats_);
 }
 
 bool EngineImpl::step() {

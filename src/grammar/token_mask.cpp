@@ -252,6 +252,20 @@ bool JsonConstraint::accept(int32_t token) {
   return true;
 }
 
+size_t JsonConstraint::allowed_prefix(const std::vector<int32_t>& tokens) {
+  scratch_.reset();
+  const Frame* s = &stack_.back();
+  size_t n = 0;
+  for (; n < tokens.size(); ++n) {
+    const int32_t t = tokens[n];
+    if (t < 0 || t >= vocab_->size() || vocab_->bytes(t).empty()) break;
+    s = automaton_->feed(s, vocab_->bytes(t), scratch_);
+    if (!s) break;
+  }
+  scratch_.reset();
+  return n;
+}
+
 bool JsonConstraint::complete() const { return automaton_->complete(&stack_.back()); }
 
 }  // namespace ingot::grammar

@@ -58,6 +58,8 @@ class JsonConstraint final : public engine::TokenConstraint {
   void apply(float* logits, int64_t vocab, int64_t tokens_left) override;
   bool accept(int32_t token) override;
   bool complete() const override;
+  // Feeds the tokens' bytes on a scratch copy of the state.
+  size_t allowed_prefix(const std::vector<int32_t>& tokens) override;
   // Allowed flags for the current state (for tests and the benchmark).
   const std::vector<uint8_t>& allowed(int64_t tokens_left);
   std::string text() const { return text_; }

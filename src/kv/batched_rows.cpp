@@ -6,6 +6,7 @@
 #include "kv/contiguous.h"
 #include "kv/paged.h"
 #include "kv/paged_attention.h"
+#include "ops/ops.h"
 #include "util/error.h"
 
 namespace ingot::kv {
@@ -46,13 +47,30 @@ Tensor append_attend_paged_rows(const std::vector<LayerCache*>& layers, const Te
   }
   const PagedKernels* kern = paged_kernels(ps.front()->layer_pool().device());
   if (!kern || !kern->attend_rows) return {};
+  // Unquantized rows of one pool: one write job for every row; else each
+  // store appends its own (quantizing, keeping an open block).
+  const LayerPool& lp = ps.front()->layer_pool();
+  const LayerSpec& s = lp.spec();
+  bool one_write = kern->write_rows && lp.options().quant == KvQuant::None && k.ndim() == 3 && v.ndim() == 3 &&
+                   k.dim(1) == s.kv_heads && k.dim(2) == s.head_dim && v.dim(1) == s.kv_heads &&
+                   v.dim(2) == s.v_head_dim && k.device() == lp.device() && v.device() == lp.device();
+  for (const PagedLayerCache* c : ps) one_write = one_write && &c->layer_pool() == &lp;
+  if (one_write) {
+    std::vector<PagedRowSlot> slots;
+    slots.reserve(ps.size());
+    for (PagedLayerCache* c : ps) slots.push_back(c->claim_row());
+    kern->write_rows(lp, slots, ops::cast(k, lp.elem_dtype()).contiguous(),
+                     ops::cast(v, lp.elem_dtype()).contiguous());
+    for (PagedLayerCache* c : ps) c->count_claimed_row();
+  } else {
+    for (size_t i = 0; i < ps.size(); ++i) {
+      const auto r = static_cast<int64_t>(i);
+      ps[i]->append(k.slice(0, r, r + 1), v.slice(0, r, r + 1));
+    }
+  }
   std::vector<PagedKV> views;
   views.reserve(ps.size());
-  for (size_t i = 0; i < ps.size(); ++i) {
-    const auto r = static_cast<int64_t>(i);
-    ps[i]->append(k.slice(0, r, r + 1), v.slice(0, r, r + 1));
-    views.push_back(ps[i]->view());
-  }
+  for (PagedLayerCache* c : ps) views.push_back(c->view());
   return kern->attend_rows(q, views, p);
 }
 

@@ -159,6 +159,21 @@ void PagedLayerCache::append(const Tensor& k, const Tensor& v) {
   len_ = end;
 }
 
+PagedRowSlot PagedLayerCache::claim_row() {
+  INGOT_CHECK(!keeps_open_block(), "paged KV: a claimed row in a store that keeps its open block");
+  const auto b = static_cast<size_t>(len_ / lp_->block_size());
+  if (b == table_.size())
+    table_.push_back(lp_->alloc());
+  else if (!lp_->writable(table_[b]))
+    table_[b] = lp_->copy_on_write(table_[b]);
+  return PagedRowSlot{table_.data(), len_, &mirror_};
+}
+
+void PagedLayerCache::count_claimed_row() {
+  open_block_ = -1;
+  ++len_;
+}
+
 std::pair<Tensor, Tensor> PagedLayerCache::fetch(int64_t* first_pos) const {
   *first_pos = 0;
   const PagedKernels& kern = kernels_of(*lp_);

@@ -48,6 +48,13 @@ class PagedLayerCache final : public LayerCache {
   void adopt(std::vector<int32_t> table, int64_t tokens, const float* open_k = nullptr,
              const float* open_v = nullptr);
 
+  // A decode row written by a batched kernel (kv/batched_rows.cpp), for
+  // stores without an open block: claim_row() owns the block that token
+  // length() lands in and says where it goes; once the row is written,
+  // count_claimed_row() makes it part of the store.
+  PagedRowSlot claim_row();
+  void count_claimed_row();
+
   // Whether this store keeps its open block exact (KV4).
   bool keeps_open_block() const;
   // The block index whose exact rows are held, or -1.

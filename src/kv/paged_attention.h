@@ -74,11 +74,25 @@ using PagedGatherFn = Tensor (*)(const LayerPool& lp, bool is_v, const int32_t* 
 // row in one job -> [N, H, Dv] float32; each row as paged_attention alone.
 using PagedAttentionRowsFn = Tensor (*)(const Tensor& q, const std::vector<PagedKV>& kvs, const AttnParams& p);
 
+// Where one decode row of a sequence goes: token `pos` of `table` (host
+// memory; the block is already private), through the table's mirror.
+struct PagedRowSlot {
+  const int32_t* table = nullptr;
+  int64_t pos = 0;
+  TableMirrorSlot* mirror = nullptr;
+};
+// Row i of k [N, KVH, D] and v [N, KVH, Dv] (the pool's row dtype,
+// contiguous, on its device) into slots[i], every row in one job: an
+// unquantized pool's rows, byte for byte what PagedWriteFn writes.
+using PagedWriteRowsFn = void (*)(const LayerPool& lp, const std::vector<PagedRowSlot>& slots, const Tensor& k,
+                                  const Tensor& v);
+
 struct PagedKernels {
   PagedAttentionFn attend = nullptr;
   PagedWriteFn write = nullptr;
   PagedGatherFn gather = nullptr;
   PagedAttentionRowsFn attend_rows = nullptr;  // optional
+  PagedWriteRowsFn write_rows = nullptr;       // optional
 };
 void register_paged_kernels(Device d, const PagedKernels& k);
 // nullptr when device `d` has no paged kernels.

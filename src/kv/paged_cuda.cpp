@@ -10,9 +10,11 @@
 #include <vector>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/paged_rows.h"
 #include "backend/cuda/runtime.h"
 #include "kv/paged_attention.h"
 #include "kv/quant.h"
+#include "ops/ops.h"
 #include "util/error.h"
 
 namespace ingot::kv {
@@ -146,6 +148,50 @@ Tensor attend_cuda(const Tensor& q_in, const PagedKV& kv, const AttnParams& p) {
   return out;
 }
 
+// Row i of q (the last token of its sequence) over kvs[i], all rows in one
+// launch when they share one pool (a layer of one engine); else row by row.
+Tensor attend_rows_cuda(const Tensor& q_in, const std::vector<PagedKV>& kvs, const AttnParams& p) {
+  const int64_t n = static_cast<int64_t>(kvs.size());
+  INGOT_CHECK(n > 0 && q_in.ndim() == 3 && q_in.dim(0) == n, "paged attention rows: q ", q_in.describe(), " for ", n,
+              " sequences");
+  const LayerPool& lp = *kvs[0].pool;
+  bool one_pool = true;
+  for (const PagedKV& kv : kvs) one_pool = one_pool && kv.pool == &lp;
+  if (!one_pool || p.kv_len) {
+    std::vector<Tensor> outs;
+    for (int64_t i = 0; i < n; ++i) {
+      AttnParams pi = p;
+      pi.q_offset = kvs[static_cast<size_t>(i)].length - 1;
+      outs.push_back(attend_cuda(q_in.slice(0, i, i + 1).contiguous(), kvs[static_cast<size_t>(i)], pi));
+    }
+    return ops::concat_rows(outs);
+  }
+  Tensor q = q_in.to(Device::CUDA).contiguous();
+  if (q.dtype() != DType::F32) fail(ErrorKind::InvalidArgument, "CUDA paged attention: float32 queries, got ", q.describe());
+  const int64_t h = q.dim(1), kvh = lp.spec().kv_heads, bs = lp.block_size();
+  if (q.dim(2) != lp.spec().head_dim || h % kvh != 0)
+    fail(ErrorKind::InvalidArgument, "paged attention q ", q.describe(), " does not match the layer (", kvh,
+         " KV heads, head dim ", lp.spec().head_dim, ")");
+  std::vector<DeviceBlocks> keep;  // the tables' device copies, alive until the launch is queued
+  std::vector<cuda::PagedRowDesc> rows;
+  keep.reserve(kvs.size());
+  rows.reserve(kvs.size());
+  for (const PagedKV& kv : kvs) {
+    const int64_t used = (kv.length + bs - 1) / bs;
+    if (kv.length < 1 || used > kv.n_blocks)
+      fail(ErrorKind::InvalidArgument, "paged attention row over ", kv.length, " cached tokens in ", kv.n_blocks,
+           " blocks");
+    keep.push_back(device_blocks(lp, kv.table, 0, used, kv.mirror));
+    rows.push_back({keep.back().ptr, kv.length, kv.open_block, kv.open_k, kv.open_v});
+  }
+  Tensor out = Tensor::empty({n, h, lp.spec().v_head_dim}, DType::F32, Device::CUDA);
+  const bool rotate = quant_rotates(lp.options().quant);
+  if (rotate) q = rotated(q);
+  cuda::launch_paged_attention_rows(q.data<float>(), describe(lp), rows.data(), n, out.data<float>(), h, p);
+  if (rotate) rotate_in_place(out);
+  return out;
+}
+
 void write_cuda(const LayerPool& lp, const int32_t* table, int64_t pos, const Tensor& k, const Tensor& v,
                 const OpenBlock& open, TableMirrorSlot* mirror) {
   const int64_t t = k.dim(0), bs = lp.block_size();
@@ -167,6 +213,26 @@ void write_cuda(const LayerPool& lp, const int32_t* table, int64_t pos, const Te
   cuda::launch_paged_write(b, pos, k.raw(), v.raw(), t);
 }
 
+void write_rows_cuda(const LayerPool& lp, const std::vector<PagedRowSlot>& slots, const Tensor& k, const Tensor& v) {
+  const auto n = static_cast<int64_t>(slots.size());
+  INGOT_CHECK(lp.options().quant == KvQuant::None, "batched paged write into a ", kv_quant_name(lp.options().quant),
+              " pool");
+  INGOT_CHECK(k.device() == Device::CUDA && v.device() == Device::CUDA && k.is_contiguous() && v.is_contiguous() &&
+                  k.dtype() == lp.elem_dtype() && v.dtype() == lp.elem_dtype() && k.dim(0) == n && v.dim(0) == n,
+              "batched paged write: k ", k.describe(), " v ", v.describe(), " for ", n, " rows");
+  if (n == 0) return;
+  const int64_t bs = lp.block_size();
+  std::vector<DeviceBlocks> keep;  // the tables' device copies, alive until the launch is queued
+  std::vector<cuda::PagedWriteDesc> rows;
+  keep.reserve(slots.size());
+  rows.reserve(slots.size());
+  for (const PagedRowSlot& s : slots) {
+    keep.push_back(device_blocks(lp, s.table, s.pos / bs, 1, s.mirror));
+    rows.push_back({keep.back().ptr, s.pos % bs});
+  }
+  cuda::launch_paged_write_rows(describe(lp), rows.data(), n, k.raw(), v.raw());
+}
+
 Tensor gather_cuda(const LayerPool& lp, bool is_v, const int32_t* table, int64_t len, int64_t open_block,
                    const float* open, TableMirrorSlot* mirror) {
   const PlaneGeometry& g = lp.plane(is_v);
@@ -186,6 +252,9 @@ Tensor gather_cuda(const LayerPool& lp, bool is_v, const int32_t* table, int64_t
 
 }  // namespace
 
-void install_paged_cuda() { register_paged_kernels(Device::CUDA, PagedKernels{&attend_cuda, &write_cuda, &gather_cuda}); }
+void install_paged_cuda() {
+  register_paged_kernels(Device::CUDA,
+                         PagedKernels{&attend_cuda, &write_cuda, &gather_cuda, &attend_rows_cuda, &write_rows_cuda});
+}
 
 }  // namespace ingot::kv

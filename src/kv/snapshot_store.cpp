@@ -13,8 +13,13 @@ namespace ingot::kv {
 
 namespace fs = std::filesystem;
 
-SnapshotStore::SnapshotStore(std::string dir, SnapshotKey key, uint64_t max_bytes, size_t queue_capacity)
-    : dir_(std::move(dir)), key_(std::move(key)), max_bytes_(max_bytes), capacity_(std::max<size_t>(1, queue_capacity)) {
+SnapshotStore::SnapshotStore(std::string dir, SnapshotKey key, uint64_t max_bytes, size_t queue_capacity,
+                             bool exclusive)
+    : dir_(std::move(dir)),
+      key_(std::move(key)),
+      max_bytes_(max_bytes),
+      capacity_(std::max<size_t>(1, queue_capacity)),
+      exclusive_(exclusive) {
   std::error_code ec;
   fs::create_directories(dir_, ec);
   if (!fs::is_directory(dir_)) fail(ErrorKind::Io, "snapshot directory ", dir_, " cannot be created");
@@ -44,11 +49,20 @@ void SnapshotStore::scan() {
     if (de.path().extension() != ".ikv") continue;
     try {
       SnapshotInfo info = read_snapshot_info(de.path().string());
-      if (!(info.key == key_)) continue;  // another model's: not ours to count or evict
-      found.push_back({fs::last_write_time(de.path()), {de.path().string(), info.tokens, info.file_bytes}});
-    } catch (const Error&) {
-      std::error_code ec;
-      fs::remove(de.path(), ec);  // corrupt: never restorable
+      if (!(info.key == key_)) {
+        // A shared directory: another model's, not ours to count or evict.
+        if (exclusive_) refuse(de.path().string(), "it belongs to another model, tokenizer or KV scheme");
+        continue;
+      }
+      const fs::file_time_type mtime = fs::last_write_time(de.path());
+      Entry e{de.path().string(), info.tokens, info.file_bytes};
+      // An mtime in the future is a pin (touch_locked).
+      const auto ahead = mtime - fs::file_time_type::clock::now();
+      if (ahead > fs::file_time_type::duration::zero())
+        e.pinned_until = Clock::now() + std::chrono::duration_cast<Clock::duration>(ahead);
+      found.push_back({mtime, std::move(e)});
+    } catch (const Error& e) {
+      refuse(de.path().string(), e.what());  // corrupt or truncated: never restorable
     }
   }
   std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -63,14 +77,15 @@ std::string SnapshotStore::path_for(const std::vector<int32_t>& tokens) const {
   return (fs::path(dir_) / str_cat(std::hex, h, "-", std::dec, tokens.size(), ".ikv")).string();
 }
 
-bool SnapshotStore::submit(std::unique_ptr<SequenceCache> prefix, std::vector<int32_t> tokens) {
+bool SnapshotStore::submit(std::unique_ptr<SequenceCache> prefix, std::vector<int32_t> tokens,
+                           Clock::time_point pin_until) {
   publish(*prefix);
   std::lock_guard<std::mutex> lk(mu_);
   if (queue_.size() >= capacity_) {
     ++stats_.dropped;
     return false;
   }
-  queue_.push_back({std::move(prefix), std::move(tokens)});
+  queue_.push_back({std::move(prefix), std::move(tokens), pin_until});
   cv_.notify_all();
   return true;
 }
@@ -102,9 +117,9 @@ void SnapshotStore::writer_loop() {
     lk.lock();
     if (ok) {
       ++stats_.written;
-      entries_.erase(std::remove_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.path == path; }),
-                     entries_.end());
-      entries_.push_back({path, std::move(job.tokens), bytes});
+      forget_locked(path);
+      entries_.push_back({path, std::move(job.tokens), bytes, job.pin_until});
+      if (job.pin_until > Clock::now()) touch_locked(entries_.back());
       evict_locked();
     } else {
       ++stats_.failed;
@@ -117,13 +132,78 @@ void SnapshotStore::writer_loop() {
 void SnapshotStore::evict_locked() {
   uint64_t total = 0;
   for (const auto& e : entries_) total += e.bytes;
+  const Clock::time_point now = Clock::now();
+  // Least recently used first; pinned files only when nothing else is left.
   while (total > max_bytes_ && !entries_.empty()) {
+    auto victim = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.pinned_until <= now; });
+    if (victim == entries_.end()) victim = entries_.begin();
     std::error_code ec;
-    fs::remove(entries_.front().path, ec);
-    total -= entries_.front().bytes;
-    entries_.erase(entries_.begin());
+    fs::remove(victim->path, ec);
+    total -= victim->bytes;
+    entries_.erase(victim);
     ++stats_.evicted;
   }
+}
+
+void SnapshotStore::touch_locked(Entry& e) {
+  std::error_code ec;
+  const auto when = std::max(Clock::now(), e.pinned_until);
+  fs::last_write_time(e.path, fs::file_time_type::clock::now() + (when - Clock::now()), ec);
+}
+
+bool SnapshotStore::pin(const std::vector<int32_t>& tokens, Clock::time_point until) {
+  std::lock_guard<std::mutex> lk(mu_);
+  Entry* best = nullptr;
+  for (auto& e : entries_)
+    if (e.tokens.size() >= tokens.size() && std::equal(tokens.begin(), tokens.end(), e.tokens.begin()) &&
+        (!best || e.bytes < best->bytes))
+      best = &e;
+  if (!best) return false;
+  best->pinned_until = std::max(best->pinned_until, until);
+  touch_locked(*best);
+  return true;
+}
+
+void SnapshotStore::refuse(const std::string& path, const std::string& why) {
+  log::warn("prompt cache: refused snapshot ", path, " (", why, "); deleted");
+  std::error_code ec;
+  fs::remove(path, ec);
+  std::lock_guard<std::mutex> lk(mu_);
+  forget_locked(path);
+  ++stats_.refused;
+}
+
+void SnapshotStore::forget_locked(const std::string& path) {
+  entries_.erase(std::remove_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.path == path; }),
+                 entries_.end());
+}
+
+std::optional<SnapshotStore::Match> SnapshotStore::best_match(const std::vector<int32_t>& tokens,
+                                                              int64_t block) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  const Entry* best = nullptr;
+  int64_t best_n = 0;
+  for (const auto& e : entries_) {
+    const size_t n = std::min(e.tokens.size(), tokens.size());
+    const auto common = static_cast<int64_t>(std::mismatch(e.tokens.begin(), e.tokens.begin() + n, tokens.begin()).first -
+                                             e.tokens.begin());
+    int64_t usable = 0;
+    if (block > 0)
+      usable = common / block * block;
+    else if (common == static_cast<int64_t>(e.tokens.size()))
+      usable = common;
+    if (usable > best_n || (usable == best_n && best && usable > 0 && e.bytes < best->bytes)) {
+      best = &e;
+      best_n = usable;
+    }
+  }
+  if (!best || best_n == 0) return std::nullopt;
+  return Match{*best, best_n};
+}
+
+bool SnapshotStore::has(const std::vector<int32_t>& tokens) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return std::any_of(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.tokens == tokens; });
 }
 
 std::optional<SnapshotStore::Entry> SnapshotStore::longest_prefix(const std::vector<int32_t>& tokens) const {
@@ -138,15 +218,31 @@ std::optional<SnapshotStore::Entry> SnapshotStore::longest_prefix(const std::vec
 }
 
 std::unique_ptr<SequenceCache> SnapshotStore::restore(const Entry& e, Pool& pool) {
-  auto seq = restore_snapshot(e.path, pool, key_);
+  std::unique_ptr<SequenceCache> seq;
+  std::vector<int32_t> tokens;
+  try {
+    seq = restore_snapshot(e.path, pool, key_, &tokens);
+  } catch (const Error& err) {
+    if (err.kind() == ErrorKind::NotFound) {  // removed behind our back (`ingot cache rm`, another server)
+      std::lock_guard<std::mutex> lk(mu_);
+      forget_locked(e.path);
+      return nullptr;
+    }
+    if (err.kind() != ErrorKind::BadFormat && err.kind() != ErrorKind::InvalidArgument) throw;
+    refuse(e.path, err.what());
+    return nullptr;
+  }
+  if (tokens != e.tokens) {  // replaced by another writer since it was indexed
+    refuse(e.path, "its tokens differ from the index");
+    return nullptr;
+  }
   std::lock_guard<std::mutex> lk(mu_);
   auto it = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& x) { return x.path == e.path; });
   if (it != entries_.end()) {
     Entry moved = std::move(*it);
     entries_.erase(it);
     entries_.push_back(std::move(moved));
-    std::error_code ec;
-    fs::last_write_time(e.path, fs::file_time_type::clock::now(), ec);  // LRU order survives a restart
+    touch_locked(entries_.back());  // LRU order survives a restart
   }
   return seq;
 }

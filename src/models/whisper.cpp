@@ -32,7 +32,7 @@ Tensor conv1d_k3(const Tensor& x_tc, const Weight& w, const Tensor& b, int strid
       if (src >= 0 && src < t)
         std::memcpy(pc + (o * 3 + j) * c, px + src * c, static_cast<size_t>(c) * sizeof(float));
     }
-  return ops::linear(cols.to(w.device()), w, &b);
+  return ops::linear_bulk(cols.to(w.device()), w, &b);
 }
 
 }  // namespace
@@ -114,6 +114,10 @@ WhisperModel::WhisperModel(const ModelConfig& cfg, const WeightSource& src, cons
     L.ln2_w = src.vector(p + "final_layer_norm.weight");
     L.ln2_b = src.vector(p + "final_layer_norm.bias");
     L.attn = load_attn(src, p + "self_attn.", false);
+    // The CPU encoder leaves V's bias out of V and adds its image through
+    // the output projection (encoder_attention_cpu): b_o + W_o b_v.
+    if (device_ == Device::CPU)
+      L.enc_ob = ops::linear(L.attn.vb.reshape({1, wc_.d_model}), L.attn.o, &L.attn.ob).reshape({wc_.d_model});
     L.fc1 = src.matrix(p + "fc1.weight");
     L.fc2 = src.matrix(p + "fc2.weight");
     L.fc1_b = src.vector(p + "fc1.bias");
@@ -152,6 +156,47 @@ Tensor WhisperModel::mlp(const Tensor& x, const Weight& fc1, const Tensor& b1, c
   return ops::linear(ops::gelu(ops::linear(x, fc1, &b1)), fc2, &b2);
 }
 
+namespace {
+
+// Rows [r0, r1) of a dense weight, as a weight.
+Weight weight_rows(const Weight& w, int64_t r0, int64_t r1) {
+  Weight out;
+  out.data = w.data.slice(0, r0, r1);
+  return out;
+}
+
+Weight as_weight(const Tensor& t) {
+  Weight out;
+  out.data = t;
+  return out;
+}
+
+}  // namespace
+
+// The encoder's 1500 x 1500 non-causal attention as three matrix products per
+// head: scores S = (Q_h / sqrt(hd)) K_h^T, P = softmax(S), O_h^T = V_h^T P^T.
+// With every query seeing every key the whole score matrix is one product at
+// the dense linear's rate; the tiled attention kernel computes one dot per
+// (query, key), several times slower on the CPU. V_h^T comes out directly as
+// W_v,h hn^T; V's bias is in enc_ob, since softmax rows sum to one.
+// Returns the heads' outputs [t, d] before the output projection.
+Tensor WhisperModel::encoder_attention_cpu(const Attn& a, const Tensor& hn) const {
+  const int64_t d = wc_.d_model, h = wc_.encoder_heads, hd = d / h;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const Weight hn_rows = as_weight(hn);
+  std::vector<Tensor> heads;  // O_h^T [hd, t] each
+  for (int64_t i = 0; i < h; ++i) {
+    const int64_t r0 = i * hd, r1 = r0 + hd;
+    const Tensor qb = a.qb.slice(0, r0, r1).contiguous();
+    const Tensor q = ops::scale(ops::linear_bulk(hn, weight_rows(a.q, r0, r1), &qb), scale);
+    const Tensor k = ops::linear_bulk(hn, weight_rows(a.k, r0, r1));
+    const Tensor p = ops::softmax(ops::linear_bulk(q, as_weight(k)));     // [t queries, t keys]
+    const Tensor vt = ops::linear_bulk(a.v.data.slice(0, r0, r1), hn_rows);  // [hd, t keys]
+    heads.push_back(ops::linear_bulk(vt, as_weight(p)));                  // [hd, t queries]
+  }
+  return ops::concat_rows(heads).transpose(0, 1).contiguous();
+}
+
 Tensor WhisperModel::encode(const Tensor& mel) const {
   const int64_t d = wc_.d_model, h = wc_.encoder_heads, hd = d / h;
   if (mel.ndim() != 2 || mel.dim(0) != wc_.num_mel_bins || mel.dim(1) != 2 * wc_.max_source_positions)
@@ -166,12 +211,17 @@ Tensor WhisperModel::encode(const Tensor& mel) const {
   ap.causal = false;
   for (const EncLayer& L : enc_) {
     Tensor hn = ops::layer_norm(x, L.ln1_w, L.ln1_b, kLnEps);
-    Tensor q = ops::linear(hn, L.attn.q, &L.attn.qb).reshape({t, h, hd});
-    Tensor k = ops::linear(hn, L.attn.k).reshape({t, h, hd});
-    Tensor v = ops::linear(hn, L.attn.v, &L.attn.vb).reshape({t, h, hd});
-    Tensor a = ops::attention(q, k, v, ap).reshape({t, d});
-    x = ops::add(x, ops::linear(a, L.attn.o, &L.attn.ob));
-    x = ops::add(x, mlp(ops::layer_norm(x, L.ln2_w, L.ln2_b, kLnEps), L.fc1, L.fc1_b, L.fc2, L.fc2_b));
+    if (device_ == Device::CPU) {
+      x = ops::add(x, ops::linear_bulk(encoder_attention_cpu(L.attn, hn), L.attn.o, &L.enc_ob));
+    } else {
+      Tensor q = ops::linear_bulk(hn, L.attn.q, &L.attn.qb).reshape({t, h, hd});
+      Tensor k = ops::linear_bulk(hn, L.attn.k).reshape({t, h, hd});
+      Tensor v = ops::linear_bulk(hn, L.attn.v, &L.attn.vb).reshape({t, h, hd});
+      Tensor a = ops::attention(q, k, v, ap).reshape({t, d});
+      x = ops::add(x, ops::linear_bulk(a, L.attn.o, &L.attn.ob));
+    }
+    Tensor hn2 = ops::layer_norm(x, L.ln2_w, L.ln2_b, kLnEps);
+    x = ops::add(x, ops::linear_bulk(ops::gelu(ops::linear_bulk(hn2, L.fc1, &L.fc1_b)), L.fc2, &L.fc2_b));
   }
   return ops::layer_norm(x, enc_ln_w_, enc_ln_b_, kLnEps);
 }
@@ -180,8 +230,8 @@ std::shared_ptr<const WhisperModel::CrossKV> WhisperModel::cross_kv(const Tensor
   const int64_t h = wc_.decoder_heads, hd = wc_.d_model / h, s = enc.dim(0);
   auto c = std::make_shared<CrossKV>();
   for (const DecLayer& L : dec_) {
-    c->k.push_back(ops::linear(enc, L.cross_attn.k).reshape({s, h, hd}));
-    c->v.push_back(ops::linear(enc, L.cross_attn.v, &L.cross_attn.vb).reshape({s, h, hd}));
+    c->k.push_back(ops::linear_bulk(enc, L.cross_attn.k).reshape({s, h, hd}));
+    c->v.push_back(ops::linear_bulk(enc, L.cross_attn.v, &L.cross_attn.vb).reshape({s, h, hd}));
   }
   return c;
 }

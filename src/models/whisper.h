@@ -91,6 +91,7 @@ class WhisperModel {
   struct EncLayer {
     Tensor ln1_w, ln1_b, ln2_w, ln2_b;
     Attn attn;
+    Tensor enc_ob;  // out-projection bias with V's bias folded in (encoder_attention_cpu)
     Weight fc1, fc2;
     Tensor fc1_b, fc2_b;
   };
@@ -105,6 +106,8 @@ class WhisperModel {
   using CrossQueryTap = std::function<void(int layer, const Tensor& q)>;
   Attn load_attn(const WeightSource& src, const std::string& p, bool decoder_side) const;
   Weight decoder_matrix(const WeightSource& src, const std::string& name) const;
+  // The encoder's self-attention on the CPU as matrix products; [t, d] before the output projection.
+  Tensor encoder_attention_cpu(const Attn& a, const Tensor& hn) const;
   Tensor mlp(const Tensor& x, const Weight& fc1, const Tensor& b1, const Weight& fc2, const Tensor& b2) const;
   // Embedding + positions for `tokens` at positions `pos`.
   Tensor embed(const std::vector<int32_t>& tokens, const std::vector<int64_t>& pos) const;

@@ -74,6 +74,11 @@ class Backend {
   virtual Tensor linear(const Tensor& x, const Weight& w, const Tensor* bias) = 0;
   // General a [N, K] @ b [K, M] (both activations).
   virtual Tensor matmul(const Tensor& a, const Tensor& b) = 0;
+  // linear() for many rows where only throughput matters: the numbers may
+  // differ from linear()'s in the last bits (another summation order), so a
+  // row computed here must never be compared with one from linear() (the
+  // batch-invariance rule covers linear() only). Audio encoders use it.
+  virtual Tensor linear_bulk(const Tensor& x, const Weight& w, const Tensor* bias) { return linear(x, w, bias); }
   // table [V, D] rows gathered by ids (i32 [N]) -> [N, D] in the activation dtype.
   virtual Tensor embedding(const Weight& table, const Tensor& ids) = 0;
   // Normalises over the last dim. unit_offset: weight is applied as (1 + w) (Gemma).

@@ -11,6 +11,9 @@ inline Tensor linear(const Tensor& x, const Weight& w, const Tensor* bias = null
   return be(x).linear(x, w, bias);
 }
 inline Tensor matmul(const Tensor& a, const Tensor& b) { return be(a).matmul(a, b); }
+inline Tensor linear_bulk(const Tensor& x, const Weight& w, const Tensor* bias = nullptr) {
+  return be(x).linear_bulk(x, w, bias);
+}
 inline Tensor embedding(const Weight& t, const Tensor& ids) { return backend(t.device()).embedding(t, ids); }
 inline Tensor rms_norm(const Tensor& x, const Tensor& w, float eps, bool unit_offset = false) {
   return be(x).rms_norm(x, w, eps, unit_offset);

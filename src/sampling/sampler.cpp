@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <numeric>
 
 #include "sampling/greedy.h"
@@ -32,19 +33,7 @@ void validate(const SamplingParams& p, int64_t vocab) {
   }
 }
 
-namespace {
-uint64_t mix64(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-}  // namespace
-
-double uniform(uint64_t seed, uint64_t step) {
-  uint64_t r = mix64(mix64(seed) ^ mix64(step * 0xd1b54a32d192ed03ULL + 1));
-  return static_cast<double>(r >> 11) * 0x1.0p-53;
-}
+double uniform(uint64_t seed, uint64_t step) { return sample_math::uniform(seed, step); }
 
 SequenceSampler::SequenceSampler(const SamplingParams& p, uint64_t seed, const std::vector<int32_t>& prompt)
     : p_(p), seed_(seed) {
@@ -57,21 +46,51 @@ bool SequenceSampler::needs_processing() const {
          p_.frequency_penalty != 0.0f;
 }
 
+SampleRow SequenceSampler::row_params() const {
+  SampleRow r;
+  r.temperature = p_.temperature;
+  r.top_k = p_.top_k;
+  r.top_p = p_.top_p;
+  r.min_p = p_.min_p;
+  r.repetition_penalty = p_.repetition_penalty;
+  r.presence_penalty = p_.presence_penalty;
+  r.frequency_penalty = p_.frequency_penalty;
+  r.seed = seed_;
+  r.step = step_;
+  r.logprob = p_.logprobs || p_.top_logprobs > 0;
+  r.top_logprobs = p_.top_logprobs;
+  return r;
+}
+
+void SequenceSampler::append_edits(std::vector<LogitEdit>& out) const {
+  if (!needs_processing()) return;
+  std::map<int32_t, LogitEdit> by_id;
+  auto at = [&](int32_t id) -> LogitEdit& {
+    LogitEdit& e = by_id[id];
+    e.id = id;
+    return e;
+  };
+  for (const auto& [id, b] : p_.logit_bias) {
+    at(id).has_bias = 1;
+    at(id).bias = b;
+  }
+  const bool repeat = p_.repetition_penalty != 1.0f;
+  for (const auto& [id, one] : prompt_seen_) at(id).repeat = repeat;
+  for (const auto& [id, n] : output_count_) {
+    at(id).count = n;
+    at(id).repeat = repeat;
+  }
+  for (const auto& [id, e] : by_id) out.push_back(e);
+}
+
 void SequenceSampler::process(const float* logits, int64_t vocab) {
   work_.assign(logits, logits + vocab);
-  for (const auto& [id, b] : p_.logit_bias) work_[static_cast<size_t>(id)] += b;
-  if (p_.repetition_penalty != 1.0f) {
-    auto penalise = [&](int32_t id) {
-      float& x = work_[static_cast<size_t>(id)];
-      x = x > 0 ? x / p_.repetition_penalty : x * p_.repetition_penalty;
-    };
-    for (const auto& [id, one] : prompt_seen_) penalise(id);
-    for (const auto& [id, n] : output_count_)
-      if (!prompt_seen_.count(id)) penalise(id);
-  }
-  for (const auto& [id, n] : output_count_) {
-    float& x = work_[static_cast<size_t>(id)];
-    x -= p_.presence_penalty + p_.frequency_penalty * static_cast<float>(n);
+  edits_.clear();
+  append_edits(edits_);
+  const SampleRow r = row_params();
+  for (const LogitEdit& e : edits_) {
+    float& x = work_[static_cast<size_t>(e.id)];
+    x = sample_math::apply_edit(x, e, r);
   }
 }
 
@@ -94,36 +113,12 @@ int32_t SequenceSampler::draw(int64_t vocab) {
   prob_.resize(cand_.size());
   double sum = 0;
   for (size_t i = 0; i < cand_.size(); ++i) {
-    prob_[i] = std::exp((x[cand_[i]] - mx) * inv_t);
+    prob_[i] = sample_math::weight(x[cand_[i]], mx, inv_t);
     sum += prob_[i];
   }
-  size_t keep = cand_.size();
-  if (p_.top_p < 1.0f) {
-    // Smallest prefix (most likely first) whose mass reaches top_p.
-    double acc = 0;
-    for (size_t i = 0; i < keep; ++i) {
-      acc += prob_[i] / sum;
-      if (acc >= p_.top_p) {
-        keep = i + 1;
-        break;
-      }
-    }
-  }
-  if (p_.min_p > 0.0f) {
-    const float floor = p_.min_p * prob_[0];  // prob_[0] is the most likely (sorted)
-    size_t k = 1;
-    while (k < keep && prob_[k] >= floor) ++k;
-    keep = k;
-  }
-  double total = 0;
-  for (size_t i = 0; i < keep; ++i) total += prob_[i];
-  const double u = uniform(seed_, step_) * total;
-  double acc = 0;
-  for (size_t i = 0; i < keep; ++i) {
-    acc += prob_[i];
-    if (u < acc) return cand_[i];
-  }
-  return cand_[keep - 1];
+  const int i = sample_math::pick_sorted(prob_.data(), static_cast<int>(cand_.size()), sum, p_.top_p, p_.min_p,
+                                         uniform(seed_, step_));
+  return cand_[static_cast<size_t>(i)];
 }
 
 void SequenceSampler::constrain(engine::TokenConstraint* c, std::vector<int32_t> end_ids) {
@@ -139,6 +134,15 @@ void SequenceSampler::apply_constraint(int64_t vocab, int64_t tokens_left) {
   for (size_t i = 0; i < end_ids_.size(); ++i)
     if (end_ids_[i] < vocab)
       work_[static_cast<size_t>(end_ids_[i])] = done ? ends[i] : -std::numeric_limits<float>::infinity();
+}
+
+size_t SequenceSampler::admissible_prefix(const std::vector<int32_t>& draft) const {
+  if (!constraint_) return draft.size();
+  size_t n = 0;
+  while (n < draft.size() && std::find(end_ids_.begin(), end_ids_.end(), draft[n]) == end_ids_.end()) ++n;
+  if (n == 0) return 0;
+  if (n == draft.size()) return constraint_->allowed_prefix(draft);
+  return constraint_->allowed_prefix(std::vector<int32_t>(draft.begin(), draft.begin() + static_cast<std::ptrdiff_t>(n)));
 }
 
 Sampled SequenceSampler::sample(const float* logits, int64_t vocab, int64_t tokens_left) {
@@ -177,6 +181,36 @@ Sampled SequenceSampler::sample(const float* logits, int64_t vocab, int64_t toke
     s.blocked = true;
   }
   if (s.token >= 0) ++output_count_[s.token];
+  ++step_;
+  return s;
+}
+
+bool SequenceSampler::plan_row(int64_t vocab, SampleRowsPlan& plan) const {
+  if (constraint_) return false;
+  const bool unfiltered = p_.top_k == 0 && p_.top_p >= 1.0f && p_.min_p <= 0.0f;
+  if (p_.temperature != 0.0f && !unfiltered && !(p_.top_k > 0 && p_.top_k <= kSampleMaxTopK)) return false;
+  if (vocab > INT32_MAX) return false;
+  SampleRow r = row_params();
+  r.top_k = p_.temperature == 0.0f ? 0 : static_cast<int32_t>(std::min<int64_t>(p_.top_k, vocab));
+  r.edit_begin = static_cast<int32_t>(plan.edits.size());
+  append_edits(plan.edits);
+  r.edit_count = static_cast<int32_t>(plan.edits.size()) - r.edit_begin;
+  plan.rows.push_back(r);
+  return true;
+}
+
+Sampled SequenceSampler::take(const SampledRows& out, size_t i) {
+  INGOT_CHECK(i < out.token.size(), "SequenceSampler::take: row ", i, " of ", out.token.size());
+  Sampled s;
+  s.token = out.token[i];
+  if (p_.logprobs || p_.top_logprobs > 0) {
+    s.logprob = out.logprob[i];
+    for (int j = 0; j < p_.top_logprobs; ++j) {
+      const size_t at = i * kSampleMaxTopLogprobs + static_cast<size_t>(j);
+      s.top.push_back({out.top_id[at], out.top_logprob[at]});
+    }
+  }
+  ++output_count_[s.token];
   ++step_;
   return s;
 }

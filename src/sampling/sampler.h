@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ingot/engine.h"
+#include "ops/sample_rows.h"
 
 namespace ingot::sampling {
 
@@ -39,9 +40,24 @@ class SequenceSampler {
   // `tokens_left` (this one included) lets a constraint close its text in time.
   Sampled sample(const float* logits, int64_t vocab, int64_t tokens_left = 0);
   int64_t steps() const { return step_; }
+  // How many of `draft` (tokens proposed to follow, in order) a constraint
+  // could allow: all without one; with one, those before the first token it
+  // refuses or the first end id (which ends the text; whether it may come
+  // depends on the state after the tokens before it).
+  size_t admissible_prefix(const std::vector<int32_t>& draft) const;
+  // Sampling where the logits are (ops/sample_rows.h): appends this step's
+  // row to `plan`, or returns false (appending nothing) when the row needs
+  // the host: a constraint, or a top-p / min-p / top-k filter over more
+  // candidates than kSampleMaxTopK.
+  bool plan_row(int64_t vocab, SampleRowsPlan& plan) const;
+  // Row i of what that plan gave back, taken as this step's pick.
+  Sampled take(const SampledRows& out, size_t i);
 
  private:
   bool needs_processing() const;
+  SampleRow row_params() const;
+  // The processed ids, in id order (none when nothing is processed).
+  void append_edits(std::vector<LogitEdit>& out) const;
   void process(const float* logits, int64_t vocab);
   int32_t draw(int64_t vocab);
 
@@ -57,6 +73,7 @@ class SequenceSampler {
   std::vector<float> work_;        // processed logits
   std::vector<int32_t> cand_;      // candidate ids
   std::vector<float> prob_;        // candidate probabilities
+  std::vector<LogitEdit> edits_;
 };
 
 }  // namespace ingot::sampling

@@ -89,6 +89,35 @@ json to_chat_tools(const json& tools) {
   return out;
 }
 
+// Seconds one `cache_control` marker pins the prompt's cached prefix for.
+int64_t marker_seconds(const json& cc, const std::string& param) {
+  if (!cc.is_object() || opt_string(cc, "type").value_or("") != "ephemeral")
+    bad_request("cache_control must be {\"type\": \"ephemeral\"} with an optional ttl", param);
+  const std::string ttl = opt_string(cc, "ttl").value_or("5m");
+  if (ttl == "5m") return 5 * 60;
+  if (ttl == "1h") return 60 * 60;
+  bad_request("cache_control.ttl must be \"5m\" or \"1h\"", param + ".ttl");
+}
+
+// The longest pin any cache_control marker of the request asks for (0: none).
+// The prompt is cached either way; a marker keeps it in preference to others.
+int64_t cache_pin_seconds(const json& body) {
+  int64_t pin = 0;
+  auto blocks = [&](const json& content, const std::string& param) {
+    if (!content.is_array()) return;
+    for (size_t i = 0; i < content.size(); ++i)
+      if (content[i].is_object() && content[i].contains("cache_control"))
+        pin = std::max(pin, marker_seconds(content[i]["cache_control"], param + "." + std::to_string(i) + ".cache_control"));
+  };
+  if (auto sys = body.find("system"); sys != body.end()) blocks(*sys, "system");
+  if (const json* tools = opt_array(body, "tools")) blocks(*tools, "tools");
+  if (const json* msgs = opt_array(body, "messages"))
+    for (size_t i = 0; i < msgs->size(); ++i)
+      if ((*msgs)[i].is_object() && (*msgs)[i].contains("content"))
+        blocks((*msgs)[i]["content"], "messages." + std::to_string(i) + ".content");
+  return pin;
+}
+
 struct MessagesSetup {
   std::string id = random_id("msg_");
   ToolFormat tools = ToolFormat::None;
@@ -115,6 +144,19 @@ std::pair<std::string, json> stop_reason(const GenOutput& o, const MessagesSetup
   return {"end_turn", nullptr};
 }
 
+// Anthropic counts input in three parts that add up to the prompt: read from
+// the prompt cache, newly written to it, and the rest; speculative decoding's
+// draft tokens beside them.
+json usage_json(const engine::Usage& u) {
+  const int64_t read = u.cached_prompt_tokens, created = u.cache_written_tokens;
+  json usage = {{"input_tokens", std::max<int64_t>(0, u.prompt_tokens - read - created)},
+                {"output_tokens", u.completion_tokens},
+                {"cache_read_input_tokens", read},
+                {"cache_creation_input_tokens", created}};
+  usage.update(prediction_tokens_json(u.draft_tokens, u.accepted_draft_tokens));
+  return usage;
+}
+
 json tool_use_block(const ToolCall& c) {
   json input = json::parse(c.arguments, nullptr, false);
   return {{"type", "tool_use"}, {"id", "toolu_" + c.id.substr(5)}, {"name", c.name},
@@ -135,6 +177,7 @@ HttpResponse anthropic_messages(Service& svc, const HttpRequest& req) {
   sampling.erase("stop");
   if (const json* ss = opt_array(body, "stop_sequences")) sampling["stop"] = *ss;
   engine::Request r = svc.base_request(sampling, prompt.ids, "max_tokens");
+  r.cache_pin_seconds = cache_pin_seconds(body);
   MessagesSetup st;
   st.stops = r.stop.stop_strings;
   st.tools = use_tools ? svc.options().tool_format : ToolFormat::None;
@@ -209,7 +252,7 @@ HttpResponse anthropic_messages(Service& svc, const HttpRequest& req) {
             auto [reason, seq] = stop_reason(gen->outputs()[0], st, any_tool);
             return send("message_delta", {{"type", "message_delta"},
                                           {"delta", {{"stop_reason", reason}, {"stop_sequence", seq}}},
-                                          {"usage", {{"output_tokens", c.usage.completion_tokens}}}}) &&
+                                          {"usage", usage_json(c.usage)}}) &&
                    send("message_stop", {{"type", "message_stop"}});
           },
           gone, [&] { return send("ping", {{"type", "ping"}}); });
@@ -230,9 +273,7 @@ HttpResponse anthropic_messages(Service& svc, const HttpRequest& req) {
   auto [reason, seq] = stop_reason(o, st, !d.tool_calls.empty());
   return json_response({{"id", st.id}, {"type", "message"}, {"role", "assistant"}, {"model", model},
                         {"content", content}, {"stop_reason", reason}, {"stop_sequence", seq},
-                        {"usage", {{"input_tokens", o.usage.prompt_tokens}, {"output_tokens", o.usage.completion_tokens},
-                                   {"cache_read_input_tokens", o.usage.cached_prompt_tokens},
-                                   {"cache_creation_input_tokens", 0}}}});
+                        {"usage", usage_json(o.usage)}});
 }
 
 HttpResponse anthropic_count_tokens(Service& svc, const HttpRequest& req) {

@@ -119,6 +119,32 @@ std::string Metrics::render(const engine::Stats& s) const {
         s.prefix_lookup_tokens > 0
             ? static_cast<double>(s.prefix_hit_tokens) / static_cast<double>(s.prefix_lookup_tokens)
             : 0.0);
+  counter("ingot_spec_decode_drafts_total", "Verifications of draft tokens (speculative decoding).",
+          static_cast<double>(s.spec_drafts));
+  counter("ingot_spec_decode_draft_tokens_total", "Draft tokens verified.", static_cast<double>(s.spec_draft_tokens));
+  counter("ingot_spec_decode_accepted_tokens_total", "Draft tokens the model kept.",
+          static_cast<double>(s.spec_accepted_tokens));
+  // Per tier: RAM (forked from an entry) and disk (restored from a snapshot).
+  auto by_tier = [&](const char* name, const char* help, double ram, double disk) {
+    os << "# HELP " << name << ' ' << help << "\n# TYPE " << name << " counter\n"
+       << name << "{tier=\"ram\"} " << fmt(ram) << '\n' << name << "{tier=\"disk\"} " << fmt(disk) << '\n';
+  };
+  by_tier("ingot_prefix_cache_hits_total", "Requests that reused a cached prefix, by the tier it came from.",
+          static_cast<double>(s.prefix_ram_hits), static_cast<double>(s.prefix_disk_hits));
+  by_tier("ingot_prefix_cache_reused_tokens_total", "Prompt tokens reused from the prefix cache, by tier.",
+          static_cast<double>(s.prefix_ram_hit_tokens), static_cast<double>(s.prefix_disk_hit_tokens));
+  by_tier("ingot_prefix_cache_evictions_total", "Prefix-cache entries evicted (RAM) and snapshot files evicted (disk).",
+          static_cast<double>(s.prefix_evictions), static_cast<double>(s.disk_cache_evictions));
+  gauge("ingot_prompt_cache_disk_enabled", "1 when prefixes are kept on disk.", s.disk_cache ? 1.0 : 0.0);
+  gauge("ingot_prompt_cache_disk_files", "Snapshot files of this model on disk.", static_cast<double>(s.disk_cache_files));
+  gauge("ingot_prompt_cache_disk_bytes", "Bytes of this model's snapshot files.", static_cast<double>(s.disk_cache_bytes));
+  counter("ingot_prompt_cache_disk_writes_total", "Snapshots written.", static_cast<double>(s.disk_cache_writes));
+  counter("ingot_prompt_cache_disk_dropped_total", "Snapshots not written because the write queue was full.",
+          static_cast<double>(s.disk_cache_dropped));
+  counter("ingot_prompt_cache_disk_write_errors_total", "Snapshot writes that failed (disk full, permissions).",
+          static_cast<double>(s.disk_cache_failed));
+  counter("ingot_prompt_cache_disk_refused_total", "Snapshot files refused (corrupt, truncated or foreign) and deleted.",
+          static_cast<double>(s.disk_cache_refused));
   os << ttft_.render("ingot_time_to_first_token_seconds", "Time from submission to the first token.");
   os << tpot_.render("ingot_time_per_output_token_seconds", "Mean time between tokens after the first.");
   os << e2e_.render("ingot_request_duration_seconds", "Time from submission to the last token.");

@@ -63,15 +63,18 @@ json chat_logprobs(const Service& svc, const std::vector<engine::TokenEvent>& to
 namespace {
 
 json usage_json(const std::vector<GenOutput>& outs) {
-  int64_t prompt = outs.empty() ? 0 : outs[0].usage.prompt_tokens, cached = 0, completion = 0;
+  int64_t prompt = outs.empty() ? 0 : outs[0].usage.prompt_tokens, cached = 0, completion = 0, drafted = 0, kept = 0;
   for (const auto& o : outs) {
     completion += o.usage.completion_tokens;
     cached = std::max(cached, o.usage.cached_prompt_tokens);
+    drafted += o.usage.draft_tokens;
+    kept += o.usage.accepted_draft_tokens;
   }
   return {{"prompt_tokens", prompt},
           {"completion_tokens", completion},
           {"total_tokens", prompt + completion},
-          {"prompt_tokens_details", {{"cached_tokens", cached}}}};
+          {"prompt_tokens_details", {{"cached_tokens", cached}}},
+          {"completion_tokens_details", prediction_tokens_json(drafted, kept)}};
 }
 
 json tool_calls_json(const std::vector<ToolCall>& calls, size_t first_index, bool with_index) {

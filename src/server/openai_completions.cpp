@@ -107,15 +107,18 @@ HttpResponse completions(Service& svc, const HttpRequest& req) {
   int64_t created = unix_time();
   auto gen = std::make_shared<Generation>(svc, std::move(reqs));
   auto usage = [gen] {
-    int64_t prompt = 0, completion = 0, cached = 0;
+    int64_t prompt = 0, completion = 0, cached = 0, drafted = 0, kept = 0;
     for (size_t i = 0; i < gen->outputs().size(); ++i) {
       const auto& u = gen->outputs()[i].usage;
       prompt += u.prompt_tokens;
       completion += u.completion_tokens;
       cached += u.cached_prompt_tokens;
+      drafted += u.draft_tokens;
+      kept += u.accepted_draft_tokens;
     }
     return json{{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion},
-                {"prompt_tokens_details", {{"cached_tokens", cached}}}};
+                {"prompt_tokens_details", {{"cached_tokens", cached}}},
+                {"completion_tokens_details", prediction_tokens_json(drafted, kept)}};
   };
   if (stream) {
     auto gone = req.client_gone;

@@ -118,6 +118,8 @@ HttpResponse responses(Service& svc, const HttpRequest& req) {
       assistant["tool_calls"].push_back({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}});
     }
     bool incomplete = o.reason == engine::FinishReason::Length;
+    json output_details = prediction_tokens_json(o.usage.draft_tokens, o.usage.accepted_draft_tokens);
+    output_details["reasoning_tokens"] = 0;
     json r = {{"id", id}, {"object", "response"}, {"created_at", created}, {"model", model},
               {"status", incomplete ? "incomplete" : "completed"},
               {"incomplete_details", incomplete ? json{{"reason", "max_output_tokens"}} : json()},
@@ -127,7 +129,7 @@ HttpResponse responses(Service& svc, const HttpRequest& req) {
               {"usage", {{"input_tokens", o.usage.prompt_tokens}, {"output_tokens", o.usage.completion_tokens},
                          {"total_tokens", o.usage.prompt_tokens + o.usage.completion_tokens},
                          {"input_tokens_details", {{"cached_tokens", o.usage.cached_prompt_tokens}}},
-                         {"output_tokens_details", {{"reasoning_tokens", 0}}}}}};
+                         {"output_tokens_details", output_details}}}};
     if (store) {
       json conv = msgs;
       conv.push_back(assistant);

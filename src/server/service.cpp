@@ -20,6 +20,11 @@ std::string random_id(const std::string& prefix) {
   return id;
 }
 
+json prediction_tokens_json(int64_t draft_tokens, int64_t accepted_draft_tokens) {
+  return {{"accepted_prediction_tokens", accepted_draft_tokens},
+          {"rejected_prediction_tokens", draft_tokens - accepted_draft_tokens}};
+}
+
 int64_t unix_time() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
@@ -223,6 +228,7 @@ engine::Request Service::base_request(const json& body, std::vector<int32_t> pro
     }
   }
   r.stop.ignore_eos = opt_bool(body, "ignore_eos").value_or(false);
+  r.speculative = opt_bool(body, "speculative").value_or(true);
   int64_t room = opt_.context_length - static_cast<int64_t>(prompt.size());
   std::optional<int64_t> max = opt_int(body, max_key, 1, INT32_MAX);
   if (!max && std::string(max_key) == "max_completion_tokens") max = opt_int(body, "max_tokens", 1, INT32_MAX);

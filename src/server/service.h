@@ -130,6 +130,10 @@ class Service {
   mutable std::atomic<bool> other_name_logged_{false};
 };
 
+// Speculative decoding in the terms of OpenAI's usage details (Predicted
+// Outputs): the draft tokens the model kept and those it turned down.
+json prediction_tokens_json(int64_t draft_tokens, int64_t accepted_draft_tokens);
+
 std::string random_id(const std::string& prefix);
 int64_t unix_time();
 

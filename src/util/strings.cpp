@@ -1,5 +1,7 @@
 #include "util/strings.h"
 
+#include <unistd.h>
+
 #include <charconv>
 #include <filesystem>
 #include <fstream>
@@ -57,6 +59,24 @@ std::string read_text_file(const std::string& path) {
   std::ostringstream ss;
   ss << f.rdbuf();
   return ss.str();
+}
+
+void write_text_file_atomic(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!(f << text) || !f.flush()) {
+      std::error_code ec;
+      std::filesystem::remove(tmp, ec);
+      fail(ErrorKind::Io, "cannot write ", path);
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    fail(ErrorKind::Io, "cannot write ", path, ": ", ec.message());
+  }
 }
 
 bool file_exists(const std::string& path) {

@@ -6,6 +6,7 @@ match exactly) gives the same greedy answer as the first time."""
 import json
 import shutil
 import struct
+import time
 
 import numpy as np
 import pytest
@@ -62,6 +63,7 @@ def family_server(request, ingot_bin, shared_dir, tmp_path_factory):
     assert (golden / "config.json").exists() and (tdir / "tokenizer.json").exists()
     model = widen(golden, tdir, tmp_path_factory.mktemp(request.param))
     s = Server(ingot_bin, model, "--served-model-name", "m")
+    s.family, s.model_dir = request.param, model
     yield s
     s.stop()
     assert s.proc.returncode in (0, -15), "".join(s.output)
@@ -98,3 +100,35 @@ def test_repeated_long_prompt_hits_the_prefix_cache_and_answers_alike(family_ser
     assert cached > 0 and cached % 16 == 0, b.json()["usage"]
     assert b.json()["choices"][0]["message"]["content"] == a.json()["choices"][0]["message"]["content"]
     assert family_server.alive()
+
+
+
+def test_prompt_cache_on_disk_survives_a_restart_or_is_off(family_server, ingot_bin, tmp_path):
+    """qwen3_5 (recurrent layers) restores a prompt's KV and linear state from disk after a restart and
+    answers alike; gemma3's sliding-window layers cannot be trimmed back, so it keeps prefixes in RAM only."""
+    if family_server.family == "gemma3":
+        assert family_server.metrics()["ingot_prompt_cache_disk_enabled"] == 0
+        assert "prompt cache: no disk tier (the model has sliding-window layers)" in "".join(family_server.output)
+        return
+    assert family_server.metrics()["ingot_prompt_cache_disk_enabled"] == 1
+    text = "A lighthouse keeper counts the ships that pass the rocky northern cape every single night. " * 4
+    args = (family_server.model_dir, "--served-model-name", "m", "--cache-dir", str(tmp_path / "cache"))
+    first = Server(ingot_bin, *args)
+    try:
+        cold = chat(first, text)
+        deadline = time.time() + 60
+        while first.metrics()["ingot_prompt_cache_disk_writes_total"] < 1 and time.time() < deadline:
+            time.sleep(0.05)
+    finally:
+        first.stop()
+    second = Server(ingot_bin, *args)
+    try:
+        warm = chat(second, text)
+        m = second.metrics()
+    finally:
+        second.stop()
+    assert cold.status_code == 200 and warm.status_code == 200, cold.text + warm.text
+    cached = warm.json()["usage"]["prompt_tokens_details"]["cached_tokens"]
+    assert cached > 0 and cached % 16 == 0, warm.json()["usage"]
+    assert m['ingot_prefix_cache_hits_total{tier="disk"}'] == 1
+    assert warm.json()["choices"][0]["message"]["content"] == cold.json()["choices"][0]["message"]["content"]

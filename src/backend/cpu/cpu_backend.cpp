@@ -62,7 +62,11 @@ float apply_unary(UnaryOp op, float x) {
 
 }  // namespace
 
-Tensor CpuBackend::linear(const Tensor& x_in, const Weight& w, const Tensor* bias) {
+namespace {
+
+// y = x · wᵀ (+ bias) with dense weights going to `dense` (linear_dense or linear_bulk).
+using DenseFn = void (*)(const float*, int64_t, int64_t, const void*, DType, int64_t, int64_t, float*);
+Tensor linear_with(const Tensor& x_in, const Weight& w, const Tensor* bias, DenseFn dense) {
   Tensor x = as_f32(x_in);
   const int64_t k = x.dim(-1);
   const int64_t n = rows_of(x);
@@ -80,7 +84,7 @@ Tensor CpuBackend::linear(const Tensor& x_in, const Weight& w, const Tensor* bia
     qk->linear(x.data<float>(), n, w, y.data<float>());
   } else {
     INGOT_CHECK(w.data.stride(1) == 1, "weight rows must be contiguous");
-    linear_dense(x.data<float>(), n, k, w.data.raw(), w.dtype(), w.data.stride(0), m, y.data<float>());
+    dense(x.data<float>(), n, k, w.data.raw(), w.dtype(), w.data.stride(0), m, y.data<float>());
   }
   if (bias && bias->defined()) {
     Tensor b = as_f32(*bias);
@@ -90,6 +94,16 @@ Tensor CpuBackend::linear(const Tensor& x_in, const Weight& w, const Tensor* bia
       for (int64_t j = 0; j < m; ++j) py[i * m + j] += pb[j];
   }
   return y;
+}
+
+}  // namespace
+
+Tensor CpuBackend::linear(const Tensor& x, const Weight& w, const Tensor* bias) {
+  return linear_with(x, w, bias, &linear_dense);
+}
+
+Tensor CpuBackend::linear_bulk(const Tensor& x, const Weight& w, const Tensor* bias) {
+  return linear_with(x, w, bias, &cpu::linear_bulk);
 }
 
 Tensor CpuBackend::matmul(const Tensor& a_in, const Tensor& b_in) {
@@ -155,22 +169,14 @@ Tensor CpuBackend::layer_norm(const Tensor& x_in, const Tensor& w_in, const Tens
   Tensor w = as_f32(w_in);
   Tensor b = b_in.defined() ? as_f32(b_in) : Tensor();
   const int64_t d = x.dim(-1), n = rows_of(x);
+  INGOT_CHECK(w.numel() == d && (!b.defined() || b.numel() == d), "layer_norm weight ", w.describe(), " for width ", d);
   Tensor y = Tensor::empty(x.shape(), DType::F32);
   const float* px = x.data<float>();
+  const float* pw = w.data<float>();
+  const float* pb = b.defined() ? b.data<float>() : nullptr;
   float* py = y.data<float>();
   pool().parallel_for(n, 16, [&](int64_t bb, int64_t e) {
-    for (int64_t i = bb; i < e; ++i) {
-      const float* r = px + i * d;
-      float mean = 0;
-      for (int64_t j = 0; j < d; ++j) mean += r[j];
-      mean /= static_cast<float>(d);
-      float var = 0;
-      for (int64_t j = 0; j < d; ++j) var += (r[j] - mean) * (r[j] - mean);
-      var /= static_cast<float>(d);
-      float inv = 1.0f / std::sqrt(var + eps);
-      for (int64_t j = 0; j < d; ++j)
-        py[i * d + j] = (r[j] - mean) * inv * w.data<float>()[j] + (b.defined() ? b.data<float>()[j] : 0.0f);
-    }
+    for (int64_t i = bb; i < e; ++i) layer_norm_row(px + i * d, pw, pb, eps, py + i * d, d);
   });
   return y;
 }
@@ -211,16 +217,10 @@ Tensor CpuBackend::softmax(const Tensor& x_in) {
   Tensor x = as_f32(x_in);
   const int64_t d = x.dim(-1), n = rows_of(x);
   Tensor y = Tensor::empty(x.shape(), DType::F32);
+  const float* px = x.data<float>();
+  float* py = y.data<float>();
   pool().parallel_for(n, 4, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      const float* r = x.data<float>() + i * d;
-      float* o = y.data<float>() + i * d;
-      float mx = -std::numeric_limits<float>::infinity();
-      for (int64_t j = 0; j < d; ++j) mx = std::max(mx, r[j]);
-      float s = 0;
-      for (int64_t j = 0; j < d; ++j) s += (o[j] = std::exp(r[j] - mx));
-      for (int64_t j = 0; j < d; ++j) o[j] /= s;
-    }
+    for (int64_t i = b; i < e; ++i) softmax_row(px + i * d, py + i * d, d);
   });
   return y;
 }
@@ -233,6 +233,10 @@ Tensor CpuBackend::unary(UnaryOp op, const Tensor& x_in) {
   if (op == UnaryOp::Silu) {
     pool().parallel_for(x.numel(), kElementwiseGrain,
                         [&](int64_t b, int64_t e) { silu_mul(px + b, nullptr, py + b, e - b); });
+    return y;
+  }
+  if (op == UnaryOp::Gelu) {
+    pool().parallel_for(x.numel(), kElementwiseGrain, [&](int64_t b, int64_t e) { gelu(px + b, py + b, e - b); });
     return y;
   }
   pool().parallel_for(x.numel(), kElementwiseGrain, [&](int64_t b, int64_t e) {

@@ -8,6 +8,7 @@ class CpuBackend final : public Backend {
  public:
   Device device() const override { return Device::CPU; }
   Tensor linear(const Tensor& x, const Weight& w, const Tensor* bias) override;
+  Tensor linear_bulk(const Tensor& x, const Weight& w, const Tensor* bias) override;
   Tensor matmul(const Tensor& a, const Tensor& b) override;
   Tensor embedding(const Weight& table, const Tensor& ids) override;
   Tensor rms_norm(const Tensor& x, const Tensor& w, float eps, bool unit_offset) override;

@@ -49,6 +49,9 @@ struct KernelTable {
   int lanes;  // accumulator width of every dot product on this level
   // `scratch` holds at least linear_scratch_floats(k) floats.
   void (*linear_block)(const LinearBlock& b, float* scratch);
+  // The same product in outer-product form (linear_bulk); `scratch` holds
+  // bulk_scratch_floats(b.m) floats.
+  void (*linear_bulk_block)(const LinearBlock& b, float* scratch);
   // dot(a, b[0..k)) with b of dtype bdt (f32 / bf16 / f16) in the same order as linear_block.
   float (*dot)(const float* a, const void* b, DType bdt, int64_t k);
   // out[r] = dot(a, b + r * ldb) for r < rows, each exactly as dot() computes it.
@@ -63,12 +66,21 @@ struct KernelTable {
   void (*to_f32)(const void* src, DType t, int64_t n, float* dst);
   // y = silu(g) * u; u null: y = silu(g).
   void (*silu_mul)(const float* g, const float* u, float* y, int64_t n);
+  // y = x * Phi(x) (GELU with erf), vector erf within 1.5e-7.
+  void (*gelu)(const float* x, float* y, int64_t n);
+  // One row: y = softmax(x) with the vector exp.
+  void (*softmax)(const float* x, float* y, int64_t n);
+  // One row: y = (x - mean) / sqrt(var + eps) * w + b (b may be null).
+  void (*layer_norm)(const float* x, const float* w, const float* b, float eps, float* y, int64_t n);
   void (*attn_fold)(const AttnFold& f);
 };
 
 // Weight rows converted to f32 per panel when many x rows reuse them.
 constexpr int64_t kMaxPanelRows = 8;
 inline int64_t linear_scratch_floats(int64_t k) { return kMaxPanelRows * (k + 16); }
+// Bulk GEMM: k in blocks of kBulkK; a block's weight columns packed per k block plus one row.
+constexpr int64_t kBulkK = 256;
+inline int64_t bulk_scratch_floats(int64_t m) { return (m + 32) * kBulkK + kBulkK; }
 
 const KernelTable& kernels_portable();
 const KernelTable& kernels_avx2();

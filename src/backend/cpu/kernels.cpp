@@ -123,6 +123,11 @@ void dot_rows(const float* a, const void* b, DType bdt, int64_t ldb, int64_t row
   kt().dot_rows(a, b, bdt, ldb, rows, k, out);
 }
 void silu_mul(const float* g, const float* u, float* y, int64_t n) { kt().silu_mul(g, u, y, n); }
+void gelu(const float* x, float* y, int64_t n) { kt().gelu(x, y, n); }
+void softmax_row(const float* x, float* y, int64_t n) { kt().softmax(x, y, n); }
+void layer_norm_row(const float* x, const float* w, const float* b, float eps, float* y, int64_t n) {
+  kt().layer_norm(x, w, b, eps, y, n);
+}
 void attn_fold(const AttnFold& f) { kt().attn_fold(f); }
 float sum_squares(const float* x, int64_t n) { return kt().sum_squares(x, n); }
 float sum(const float* x, int64_t n) { return kt().sum(x, n); }
@@ -171,6 +176,41 @@ void linear_dense(const float* x, int64_t n, int64_t k, const void* w, DType wdt
         x,   k,   n,       k,      static_cast<const uint8_t*>(w) + static_cast<size_t>(j0 * ldw) * es,
         wdt, ldw, j1 - j0, y + j0, m};
     t.linear_block(b, scratch.data());
+  });
+}
+
+void linear_bulk(const float* x, int64_t n, int64_t k, const void* w, DType wdt, int64_t ldw, int64_t m,
+                 float* y) {
+  if (wdt != DType::F32 && wdt != DType::BF16 && wdt != DType::F16)
+    fail(ErrorKind::Unsupported, "dense linear on ", dtype_name(wdt), " weights");
+  if (n <= 0 || m <= 0) return;
+  const KernelTable& t = kt();
+  const size_t es = dtype_size(wdt);
+  // Tasks are blocks of rows x columns. Each packs its weight columns
+  // (kCols x kBulkK) once per k block, so rows are split only as far as
+  // needed to give every thread several tasks (one attention head's 64
+  // columns still spreads).
+  constexpr int64_t kCols = 64;
+  const int64_t cb = (m + kCols - 1) / kCols;
+  const int64_t want = 4 * static_cast<int64_t>(pool().size());
+  const int64_t rb = std::min((n + 5) / 6, std::max<int64_t>(1, (want + cb - 1) / cb));
+  const int64_t kRows = ((n + rb - 1) / rb + 5) / 6 * 6;
+  pool().run(((n + kRows - 1) / kRows) * cb, [&](int64_t task) {
+    const int64_t i0 = task / cb * kRows, j0 = task % cb * kCols;
+    thread_local std::vector<float> scratch;
+    const size_t need = static_cast<size_t>(bulk_scratch_floats(kCols));
+    if (scratch.size() < need) scratch.resize(need);
+    LinearBlock b{x + i0 * k,
+                  k,
+                  std::min(kRows, n - i0),
+                  k,
+                  static_cast<const uint8_t*>(w) + static_cast<size_t>(j0 * ldw) * es,
+                  wdt,
+                  ldw,
+                  std::min(kCols, m - j0),
+                  y + i0 * m + j0,
+                  m};
+    t.linear_bulk_block(b, scratch.data());
   });
 }
 

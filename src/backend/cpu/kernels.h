@@ -37,6 +37,13 @@ void reset_isa();
 void linear_dense(const float* x, int64_t n, int64_t k, const void* w, DType wdt, int64_t ldw,
                   int64_t m, float* y);
 
+// The same product for many rows in outer-product form, at a higher rate.
+// Each output sums its products in k order (blocks of 256 added in turn),
+// so a row's bits do not depend on n, but they are not linear_dense's: for
+// callers that never compare a row with the decode path (audio and vision
+// encoders, cross-attention keys and values).
+void linear_bulk(const float* x, int64_t n, int64_t k, const void* w, DType wdt, int64_t ldw, int64_t m, float* y);
+
 // Quantized formats register their kernels here (GGUF blocks, MLX affine).
 // linear: same contract as linear_dense for weight `w`;
 // dequant_row: writes row `r` of `w` as k floats (embedding lookups).
@@ -62,6 +69,12 @@ float sum_squares(const float* x, int64_t n);
 float sum(const float* x, int64_t n);
 // y = silu(g) * u (u null: y = silu(g)), vectorised exp.
 void silu_mul(const float* g, const float* u, float* y, int64_t n);
+// y = gelu(x) = x * Phi(x) with a vector erf (absolute error of erf <= 1.5e-7).
+void gelu(const float* x, float* y, int64_t n);
+// One row of n values: y = softmax(x), vectorised exp.
+void softmax_row(const float* x, float* y, int64_t n);
+// One row of n values: y = (x - mean) / sqrt(var + eps) * w + b (b may be null).
+void layer_norm_row(const float* x, const float* w, const float* b, float eps, float* y, int64_t n);
 // Keys per attention tile: the unit every CPU attention path folds at once.
 constexpr int64_t kAttnTile = 16;
 // One attention tile folded into an online-softmax state (isa_table.h).

@@ -46,6 +46,9 @@ struct V256 {
   static R mul(R a, R b) { return _mm256_mul_ps(a, b); }
   static R sub(R a, R b) { return _mm256_sub_ps(a, b); }
   static R div(R a, R b) { return _mm256_div_ps(a, b); }
+  static R max(R a, R b) { return _mm256_max_ps(a, b); }
+  // Lanes whose x has the sign bit set take a, the others b.
+  static R select_neg(R x, R a, R b) { return _mm256_blendv_ps(b, a, x); }
   // e^x as on the AVX-512 level; 2^n built in the exponent field, so x is
   // clamped to [-87, 88] where n stays a normal exponent.
   static R exp(R x) {

@@ -36,6 +36,12 @@ struct V512 {
   static R mul(R a, R b) { return _mm512_mul_ps(a, b); }
   static R sub(R a, R b) { return _mm512_sub_ps(a, b); }
   static R div(R a, R b) { return _mm512_div_ps(a, b); }
+  static R max(R a, R b) { return _mm512_max_ps(a, b); }
+  // Lanes whose x has the sign bit set take a, the others b.
+  static R select_neg(R x, R a, R b) {
+    const __mmask16 neg = _mm512_test_epi32_mask(_mm512_castps_si512(x), _mm512_set1_epi32(INT32_MIN));
+    return _mm512_mask_blend_ps(neg, b, a);
+  }
   // e^x: x = n ln2 + r, |r| <= ln2/2, degree-6 polynomial for e^r, scaled by 2^n
   // with scalef (exact, handles the subnormal range). |x| is clamped to 88.
   static R exp(R x) {

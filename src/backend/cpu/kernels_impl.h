@@ -429,6 +429,108 @@ void silu_mul(const float* g, const float* u, float* y, int64_t n) {
   }
 }
 
+// Applies f (register -> register) to x[0, n) into y; the tail goes through
+// a zero-padded register, so every value takes the same arithmetic.
+template <class V, class F>
+inline void map_lanes(const float* x, float* y, int64_t n, F f) {
+  int64_t i = 0;
+  for (; i + V::W <= n; i += V::W) V::store(y + i, f(V::load(x + i)));
+  if (i < n) {
+    float t[V::W];
+    std::memset(t, 0, sizeof(t));
+    std::memcpy(t, x + i, static_cast<size_t>(n - i) * sizeof(float));
+    V::store(t, f(V::load(t)));
+    std::memcpy(y + i, t, static_cast<size_t>(n - i) * sizeof(float));
+  }
+}
+
+// y = x * Phi(x) (exact GELU), Phi(x) = (1 + erf(x / sqrt 2)) / 2. erfc(a) for
+// a = |x| / sqrt 2 by Abramowitz & Stegun 7.1.26 (absolute error <= 1.5e-7):
+// t (a1 + t (a2 + t (a3 + t (a4 + t a5)))) e^(-a^2), t = 1 / (1 + p a); then
+// Phi = 1 - erfc / 2 for x >= 0 and erfc / 2 below.
+template <class V>
+void gelu_erf(const float* x, float* y, int64_t n) {
+  using R = typename V::R;
+  const R one = V::set1(1.0f), half = V::set1(0.5f), zero = V::zero();
+  map_lanes<V>(x, y, n, [&](R xv) {
+    const R z = V::mul(xv, V::set1(0.70710678118654752f));
+    const R a = V::max(z, V::sub(zero, z));
+    const R t = V::div(one, V::fma(V::set1(0.3275911f), a, one));
+    R p = V::set1(1.061405429f);
+    p = V::fma(p, t, V::set1(-1.453152027f));
+    p = V::fma(p, t, V::set1(1.421413741f));
+    p = V::fma(p, t, V::set1(-0.284496736f));
+    p = V::fma(p, t, V::set1(0.254829592f));
+    const R half_erfc = V::mul(V::mul(V::mul(p, t), V::exp(V::sub(zero, V::mul(a, a)))), half);
+    return V::mul(xv, V::select_neg(xv, half_erfc, V::sub(one, half_erfc)));
+  });
+}
+
+// y = softmax(x) over n values: the maximum, e^(x - max) with the level's
+// vector exp, then division by their sum.
+template <class V>
+void softmax_row(const float* x, float* y, int64_t n) {
+  using R = typename V::R;
+  float m = -std::numeric_limits<float>::infinity();
+  int64_t i = 0;
+  if (n >= V::W) {
+    R mv = V::load(x);
+    for (i = V::W; i + V::W <= n; i += V::W) mv = V::max(mv, V::load(x + i));
+    float lanes[V::W];
+    V::store(lanes, mv);
+    for (float v : lanes) m = v > m ? v : m;
+  }
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
+  const R mv = V::set1(m), floor = V::set1(87.0f), zero = V::zero();
+  // The vector exp clamps its input at -87: below that (masked -inf scores
+  // included) the true value is under FLT_MIN, so it is written as 0.
+  auto ex = [&](R v) {
+    const R d = V::sub(v, mv);
+    return V::select_neg(V::add(d, floor), zero, V::exp(d));
+  };
+  R acc = V::zero();
+  i = 0;
+  for (; i + V::W <= n; i += V::W) {
+    const R e = ex(V::load(x + i));
+    V::store(y + i, e);
+    acc = V::add(acc, e);
+  }
+  float s = V::reduce(acc);
+  if (i < n) {
+    float t[V::W];
+    for (int l = 0; l < V::W; ++l) t[l] = m;
+    std::memcpy(t, x + i, static_cast<size_t>(n - i) * sizeof(float));
+    V::store(t, ex(V::load(t)));
+    for (int64_t l = 0; l < n - i; ++l) s += (y[i + l] = t[l]);
+  }
+  const R inv = V::set1(1.0f / s);
+  map_lanes<V>(y, y, n, [&](R v) { return V::mul(v, inv); });
+}
+
+// y = (x - mean) / sqrt(var + eps) * w + b over n values (b may be null).
+template <class V>
+void layer_norm_row(const float* x, const float* w, const float* b, float eps, float* y, int64_t n) {
+  using R = typename V::R;
+  const float mean = sum<V>(x, n) / static_cast<float>(n);
+  const R mv = V::set1(mean);
+  R acc = V::zero();
+  int64_t i = 0;
+  for (; i + V::W <= n; i += V::W) {
+    const R c = V::sub(V::load(x + i), mv);
+    acc = V::fma(c, c, acc);
+  }
+  float var = V::reduce(acc);
+  for (; i < n; ++i) var += (x[i] - mean) * (x[i] - mean);
+  const float inv = 1.0f / std::sqrt(var / static_cast<float>(n) + eps);
+  const R iv = V::set1(inv);
+  for (i = 0; i + V::W <= n; i += V::W) {
+    R v = V::mul(V::mul(V::sub(V::load(x + i), mv), iv), V::load(w + i));
+    if (b) v = V::add(v, V::load(b + i));
+    V::store(y + i, v);
+  }
+  for (; i < n; ++i) y[i] = (x[i] - mean) * inv * w[i] + (b ? b[i] : 0.0f);
+}
+
 template <class V, class L>
 void to_f32_t(const typename L::T* src, int64_t n, float* dst) {
   using T = typename L::T;
@@ -466,6 +568,97 @@ void convert_rows(const void* src, DType t, int64_t ld, int64_t rows, int64_t k,
     to_f32<V>(static_cast<const uint8_t*>(src) + static_cast<size_t>(r * ld) * es, t, k, dst + r * ldd);
 }
 
+// ---- Bulk GEMM (linear_bulk): outer-product form for many rows. Each
+// output sums its products in k order (one fused multiply-add per k), a
+// block of kBulkK at a time added to the stored partial sum; the tiling
+// and thread split never change that order, so a row's bits do not depend
+// on n either, but they differ from linear_block's lane order.
+
+constexpr int kBulkMR = 6;  // x rows per micro tile (12 accumulators on AVX2)
+
+// c[MR, 2W] (+)= a[MR, kc] (rows lda apart) * bp[kc, 2W] (packed); `cols`
+// of the 2W columns are stored.
+template <class V, int MR>
+inline void bulk_micro(const float* a, int64_t lda, const float* bp, int64_t kc, float* c, int64_t ldc,
+                       bool accumulate, int64_t cols) {
+  using R = typename V::R;
+  R c0[MR], c1[MR];
+  for (int i = 0; i < MR; ++i) c0[i] = c1[i] = V::zero();
+  for (int64_t kk = 0; kk < kc; ++kk) {
+    const R b0 = V::load(bp + kk * 2 * V::W), b1 = V::load(bp + kk * 2 * V::W + V::W);
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; ++i) {
+      const R av = V::set1(a[i * lda + kk]);
+      c0[i] = V::fma(av, b0, c0[i]);
+      c1[i] = V::fma(av, b1, c1[i]);
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    float* ci = c + i * ldc;
+    if (cols == 2 * V::W) {
+      V::store(ci, accumulate ? V::add(V::load(ci), c0[i]) : c0[i]);
+      V::store(ci + V::W, accumulate ? V::add(V::load(ci + V::W), c1[i]) : c1[i]);
+    } else {
+      float t[2 * V::W];
+      V::store(t, c0[i]);
+      V::store(t + V::W, c1[i]);
+      for (int64_t j = 0; j < cols; ++j) ci[j] = accumulate ? ci[j] + t[j] : t[j];
+    }
+  }
+}
+
+template <class V>
+inline void bulk_micro_rows(int64_t rows, const float* a, int64_t lda, const float* bp, int64_t kc, float* c,
+                            int64_t ldc, bool accumulate, int64_t cols) {
+  switch (rows) {
+    case 6: return bulk_micro<V, 6>(a, lda, bp, kc, c, ldc, accumulate, cols);
+    case 5: return bulk_micro<V, 5>(a, lda, bp, kc, c, ldc, accumulate, cols);
+    case 4: return bulk_micro<V, 4>(a, lda, bp, kc, c, ldc, accumulate, cols);
+    case 3: return bulk_micro<V, 3>(a, lda, bp, kc, c, ldc, accumulate, cols);
+    case 2: return bulk_micro<V, 2>(a, lda, bp, kc, c, ldc, accumulate, cols);
+    default: return bulk_micro<V, 1>(a, lda, bp, kc, c, ldc, accumulate, cols);
+  }
+}
+
+// One block of rows x columns. `scratch` holds bulk_scratch_floats(m)
+// floats: the block's weight columns packed k-major, 2W wide, per k block.
+template <class V>
+void linear_bulk_block(const LinearBlock& b, float* scratch) {
+  constexpr int64_t NR = 2 * V::W;
+  constexpr int64_t kRowChunk = 16 * kBulkMR;  // x rows x kBulkK stay in L2 while every panel passes
+  const int64_t panels = (b.m + NR - 1) / NR;
+  float* row = scratch + panels * NR * kBulkK;  // one 16-bit weight row segment as f32
+  const size_t es = b.wdt == DType::F32 ? 4 : 2;
+  for (int64_t k0 = 0; k0 < b.k; k0 += kBulkK) {
+    const int64_t kc = imin(kBulkK, b.k - k0);
+    for (int64_t p = 0; p < panels; ++p) {
+      float* dst = scratch + p * NR * kc;
+      const int64_t cols = imin(NR, b.m - p * NR);
+      if (b.wdt == DType::F32) {
+        const float* src = static_cast<const float*>(b.w) + p * NR * b.ldw + k0;
+        for (int64_t kk = 0; kk < kc; ++kk)
+          for (int64_t j = 0; j < NR; ++j) dst[kk * NR + j] = j < cols ? src[j * b.ldw + kk] : 0.0f;
+      } else {
+        for (int64_t j = 0; j < NR; ++j) {
+          if (j < cols)
+            to_f32<V>(static_cast<const uint8_t*>(b.w) + static_cast<size_t>((p * NR + j) * b.ldw + k0) * es, b.wdt,
+                      kc, row);
+          for (int64_t kk = 0; kk < kc; ++kk) dst[kk * NR + j] = j < cols ? row[kk] : 0.0f;
+        }
+      }
+    }
+    for (int64_t i0 = 0; i0 < b.n; i0 += kRowChunk) {
+      const int64_t i1 = imin(b.n, i0 + kRowChunk);
+      for (int64_t p = 0; p < panels; ++p) {
+        const int64_t cols = imin(NR, b.m - p * NR);
+        for (int64_t i = i0; i < i1; i += kBulkMR)
+          bulk_micro_rows<V>(imin(kBulkMR, i1 - i), b.x + i * b.ldx + k0, b.ldx, scratch + p * NR * kc, kc,
+                             b.y + i * b.ldy + p * NR, b.ldy, k0 > 0, cols);
+      }
+    }
+  }
+}
+
 #include "backend/cpu/attention_impl.h"
 
 template <class V>
@@ -474,6 +667,7 @@ KernelTable make_table(const char* name) {
   t.name = name;
   t.lanes = V::W;
   t.linear_block = &linear_block<V>;
+  t.linear_bulk_block = &linear_bulk_block<V>;
   t.dot = &dot<V>;
   t.dot_rows = &dot_rows<V>;
   t.axpy = &axpy<V>;
@@ -482,6 +676,9 @@ KernelTable make_table(const char* name) {
   t.scale_by = &scale_by<V>;
   t.to_f32 = &to_f32<V>;
   t.silu_mul = &silu_mul<V>;
+  t.gelu = &gelu_erf<V>;
+  t.softmax = &softmax_row<V>;
+  t.layer_norm = &layer_norm_row<V>;
   t.attn_fold = &attn_fold<V>;
   return t;
 }

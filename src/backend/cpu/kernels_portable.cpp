@@ -61,6 +61,15 @@ struct VPortable {
     for (int i = 0; i < W; ++i) a.v[i] *= b.v[i];
     return a;
   }
+  static R max(R a, R b) {
+    for (int i = 0; i < W; ++i) a.v[i] = a.v[i] > b.v[i] ? a.v[i] : b.v[i];
+    return a;
+  }
+  // Lanes whose x has the sign bit set take a, the others b.
+  static R select_neg(R x, R a, R b) {
+    for (int i = 0; i < W; ++i) b.v[i] = std::signbit(x.v[i]) ? a.v[i] : b.v[i];
+    return b;
+  }
   static R set1(float x) {
     R r;
     for (float& v : r.v) v = x;

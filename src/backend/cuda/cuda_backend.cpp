@@ -11,6 +11,7 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/quant_linear.h"
 #include "backend/cuda/runtime.h"
+#include "backend/cuda/sample_rows_cuda.h"
 #include "ops/backend.h"
 #include "tensor/tensor.h"
 
@@ -479,6 +480,7 @@ class CudaBackend final : public Backend {
 void install_backend() {
   static CudaBackend* b = new CudaBackend();
   register_backend(Device::CUDA, b);
+  register_row_sampler(Device::CUDA, &sample_rows_cuda);
 }
 
 }  // namespace ingot::cuda

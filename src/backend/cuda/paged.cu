@@ -5,9 +5,12 @@
 // so a GPU pool holds the same bytes as a CPU pool); and the gather.
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/cuda/attention_kernels.cuh"
+#include "backend/cuda/paged_rows.h"
 
 namespace ingot::cuda {
 
@@ -323,6 +326,164 @@ void launch_paged_attention(const float* q, const PagedBlocks& kv, int64_t lengt
   if (kv.quant_bits == 8) quant(std::integral_constant<int, 8>{});
   else if (kv.quant_bits == 4) quant(std::integral_constant<int, 4>{});
   else fail(ErrorKind::InvalidArgument, "paged KV: ", kv.quant_bits, "-bit codes");
+}
+
+namespace {
+
+// ---- Many sequences' decode rows in one launch (paged_rows.h).
+struct PagedRowArg {
+  const uint8_t* const* blocks;
+  int64_t s, splits;  // keys; key splits of this row (blocks past it return at once)
+  int64_t open_block;
+  const float* open_k;
+  const float* open_v;
+};
+struct PagedRowsArg {
+  PagedRowArg r[kMaxBatchedRows];
+};
+
+// Builds a row's accessor from the pool geometry and the row's own table.
+template <typename T>
+struct MakeRowsKV {
+  BlockIndex ix;
+  int64_t d, krow, vrow_bytes;
+  __device__ PagedRowsKV<T> operator()(const PagedRowArg& r) const { return {r.blocks, ix, d, krow, vrow_bytes}; }
+};
+template <int Bits>
+struct MakeQuantKV {
+  BlockIndex ix;
+  int64_t d, dv, kgroup, vgroup, krow, vrow_bytes, kpar, vpar;
+  int kshift, vshift;
+  __device__ PagedQuantKV<Bits> operator()(const PagedRowArg& r) const {
+    return {r.blocks, ix, d, dv, kgroup, vgroup, krow, vrow_bytes, kpar, vpar, kshift, vshift, r.open_block,
+            r.open_k, r.open_v};
+  }
+};
+
+template <class Make>
+__global__ void paged_rows_attention_kernel(const float* q, PagedRowsArg rows, Make make, float* out, int64_t h,
+                                            int64_t d, int64_t kvh, int64_t dv, AttnParams p, int64_t max_splits,
+                                            float* part_ml, float* part_acc) {
+  let_next_kernel_start();  // (pdl.cuh)
+  extern __shared__ __align__(16) float smem[];
+  const int64_t i = blockIdx.x / h, hh = blockIdx.x % h, kh = hh / (h / kvh);
+  const PagedRowArg& r = rows.r[i];
+  if (static_cast<int64_t>(blockIdx.y) >= r.splits) return;  // the whole block: no barrier is left waiting
+  const auto kv = make(r);
+  const int64_t slot = (i * h + hh) * max_splits + blockIdx.y;
+  // One query per sequence, its last position: q_offset = s - 1 as in the per-sequence launch.
+  attn::attend_block(q + (i * h + hh) * d, kv, out + (i * h + hh) * dv, kh, d, dv, r.s, r.s - 1, p, r.splits,
+                     blockIdx.y, r.splits > 1 ? part_ml + 2 * slot : nullptr,
+                     r.splits > 1 ? part_acc + slot * dv : nullptr, smem);
+}
+
+__global__ void paged_rows_merge_kernel(const float* part_ml, const float* part_acc, float* out, PagedRowsArg rows,
+                                        int64_t h, int64_t max_splits, int64_t dv) {
+  let_next_kernel_start();  // (pdl.cuh)
+  const int64_t qh = blockIdx.x, splits = rows.r[qh / h].splits;
+  if (splits <= 1) return;  // written by the attention kernel itself
+  attn::merge_block(part_ml + 2 * qh * max_splits, part_acc + qh * max_splits * dv, out + qh * dv, splits, dv);
+}
+
+template <class Make, class KV>
+void paged_rows(const float* q, const Make& make, const PagedRowDesc* rows, int64_t n, float* out, int64_t h,
+                int64_t d, int64_t kvh, int64_t dv, const AttnParams& p) {
+  PagedRowsArg a{};
+  int64_t max_splits = 1;
+  for (int64_t i = 0; i < n; ++i) {
+    // The plan of attn::run for one query row over s keys (t = 1: one block per head).
+    const int64_t keys = p.window > 0 ? std::min(p.window, rows[i].length) : rows[i].length;
+    a.r[i] = PagedRowArg{rows[i].blocks, rows[i].length, attn::split_count(h, keys), rows[i].open_block,
+                         rows[i].open_k, rows[i].open_v};
+    max_splits = std::max(max_splits, a.r[i].splits);
+  }
+  const attn::SplitScratch scratch(n * h, max_splits, dv);
+  float *ml_p = scratch.ml(), *acc_p = scratch.acc();
+  dim3 grid(static_cast<unsigned>(n * h), static_cast<unsigned>(max_splits));
+  const size_t smem = attn::attend_smem_bytes(d, dv, sizeof(typename KV::VRow));
+  paged_rows_attention_kernel<Make><<<grid, attn::kTile, smem, stream()>>>(q, a, make, out, h, d, kvh, dv, p,
+                                                                           max_splits, ml_p, acc_p);
+  CUDA_LAUNCH_OK();
+  if (max_splits > 1) {
+    paged_rows_merge_kernel<<<static_cast<unsigned>(n * h), 128, 0, stream()>>>(ml_p, acc_p, out, a, h, max_splits,
+                                                                                dv);
+    CUDA_LAUNCH_OK();
+  }
+}
+
+}  // namespace
+
+void launch_paged_attention_rows(const float* q, const PagedBlocks& kv, const PagedRowDesc* rows, int64_t n,
+                                 float* out, int64_t h, const AttnParams& p) {
+  const BlockIndex ix{kv.block_size, shift_of(kv.block_size)};
+  const int64_t d = kv.k_dim, dv = kv.v_dim, kvh = kv.kv_heads;
+  INGOT_CHECK(dv <= attn::kTile * attn::kMaxDvPerThread, "attention: value head dim ", dv, " too large");
+  INGOT_CHECK(h % kvh == 0, "paged attention rows: ", h, " heads over ", kvh, " KV heads");
+  for (int64_t b0 = 0; b0 < n; b0 += kMaxBatchedRows) {
+    const int64_t nb = std::min(kMaxBatchedRows, n - b0);
+    const float* qb = q + b0 * h * d;
+    float* ob = out + b0 * h * dv;
+    if (kv.quant_bits == 0) {
+      if (kv.elem == DType::F32)
+        paged_rows<MakeRowsKV<float>, PagedRowsKV<float>>(qb, MakeRowsKV<float>{ix, d, kv.k_row_bytes, kv.v_row_bytes},
+                                                          rows + b0, nb, ob, h, d, kvh, dv, p);
+      else if (kv.elem == DType::BF16)
+        paged_rows<MakeRowsKV<__nv_bfloat16>, PagedRowsKV<__nv_bfloat16>>(
+            qb, MakeRowsKV<__nv_bfloat16>{ix, d, kv.k_row_bytes, kv.v_row_bytes}, rows + b0, nb, ob, h, d, kvh, dv, p);
+      else
+        fail(ErrorKind::Unsupported, "CUDA paged attention over ", dtype_name(kv.elem), " rows");
+      continue;
+    }
+    auto quant = [&](auto bits) {
+      constexpr int B = decltype(bits)::value;
+      const MakeQuantKV<B> make{ix, d, dv, kv.k_group, kv.v_group, kv.k_row_bytes, kv.v_row_bytes, kv.k_row_params,
+                                kv.v_row_params, shift_of(kv.k_group), shift_of(kv.v_group)};
+      paged_rows<MakeQuantKV<B>, PagedQuantKV<B>>(qb, make, rows + b0, nb, ob, h, d, kvh, dv, p);
+    };
+    if (kv.quant_bits == 8) quant(std::integral_constant<int, 8>{});
+    else if (kv.quant_bits == 4) quant(std::integral_constant<int, 4>{});
+    else fail(ErrorKind::InvalidArgument, "paged KV: ", kv.quant_bits, "-bit codes");
+  }
+}
+
+namespace {
+
+struct PagedWriteArg {
+  PagedWriteDesc r[kMaxBatchedRows];
+};
+
+// One block per (row, head, plane), as write_rows_kernel, each row into its own block.
+__global__ void write_rows_batched_kernel(PagedWriteArg rows, int64_t kvh, int64_t bs, int64_t krb, int64_t vrb,
+                                          const uint8_t* k, const uint8_t* v) {
+  const bool is_v = blockIdx.y == 1;
+  const int64_t row = blockIdx.x, i = row / kvh, h = row % kvh;
+  const int64_t rb = is_v ? vrb : krb;
+  const uint8_t* src = (is_v ? v : k) + row * rb;
+  uint8_t* dst = const_cast<uint8_t*>(rows.r[i].block[is_v ? 2 : 0]) + (h * bs + rows.r[i].slot) * rb;
+  if (rb % 4 == 0 && (reinterpret_cast<uintptr_t>(src) & 3) == 0) {
+    for (int64_t w = threadIdx.x; w < rb / 4; w += blockDim.x)
+      reinterpret_cast<uint32_t*>(dst)[w] = reinterpret_cast<const uint32_t*>(src)[w];
+  } else {
+    for (int64_t w = threadIdx.x; w < rb; w += blockDim.x) dst[w] = src[w];
+  }
+}
+
+}  // namespace
+
+void launch_paged_write_rows(const PagedBlocks& kv, const PagedWriteDesc* rows, int64_t n, const void* k,
+                             const void* v) {
+  INGOT_CHECK(kv.quant_bits == 0, "batched paged write of ", kv.quant_bits, "-bit codes");
+  for (int64_t b0 = 0; b0 < n; b0 += kMaxBatchedRows) {
+    const int64_t nb = std::min(kMaxBatchedRows, n - b0);
+    PagedWriteArg a{};
+    for (int64_t i = 0; i < nb; ++i) a.r[i] = rows[b0 + i];
+    dim3 grid(static_cast<unsigned>(nb * kv.kv_heads), 2);
+    write_rows_batched_kernel<<<grid, 64, 0, stream()>>>(
+        a, kv.kv_heads, kv.block_size, kv.k_row_bytes, kv.v_row_bytes,
+        static_cast<const uint8_t*>(k) + b0 * kv.kv_heads * kv.k_row_bytes,
+        static_cast<const uint8_t*>(v) + b0 * kv.kv_heads * kv.v_row_bytes);
+    CUDA_LAUNCH_OK();
+  }
 }
 
 void launch_paged_write(const PagedBlocks& kv, int64_t pos, const void* k, const void* v, int64_t t) {

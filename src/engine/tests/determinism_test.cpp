@@ -7,6 +7,8 @@
 
 #include "ingot/engine.h"
 #include "models/model.h"
+#include "sampling/tests/row_cases.h"
+#include "util/error.h"
 
 using namespace ingot;
 using namespace ingot::engine;
@@ -91,4 +93,73 @@ TEST(Determinism, SameTokensAloneAndInsideSixteenConcurrentRequests) {
   Request r = rs[1];
   r.sampling.seed = 99999;
   EXPECT_NE(collect(e->submit(r)), alone[1]);
+}
+
+namespace {
+
+struct Picked {
+  std::vector<int32_t> tokens;
+  std::vector<float> logprobs;
+  std::vector<int32_t> alternatives;
+};
+
+Picked collect_picks(const std::shared_ptr<RequestHandle>& h) {
+  Picked p;
+  Chunk c;
+  do {
+    EXPECT_TRUE(h->next(&c, std::chrono::seconds(60)));
+    for (auto& t : c.tokens) {
+      p.tokens.push_back(t.token);
+      p.logprobs.push_back(t.logprob);
+      for (auto& a : t.top) p.alternatives.push_back(a.token);
+    }
+  } while (!c.finished);
+  EXPECT_NE(c.reason, FinishReason::Error) << c.error;
+  return p;
+}
+
+}  // namespace
+
+// The batched row sampler (its host twin here) picks what the per-sequence
+// host sampler picks, for every sampling setting, rows it does not cover
+// (top-p alone) included, all requests running together.
+TEST(Determinism, BatchedRowSamplerEqualsHostSampling) {
+  ASSERT_TRUE(std::filesystem::exists(kGolden)) << kGolden;
+  auto model = load_model(kGolden);
+  auto rs = requests(model->vocab_size());
+  const auto cases = ingot::sampling::testing::row_cases();
+  for (size_t i = 0; i < cases.size(); ++i) {
+    Request r = rs[i % rs.size()];
+    r.sampling = cases[i];
+    r.sampling.seed = 77 + i;
+    rs.push_back(r);
+  }
+  auto run = [&](const std::string& where) {
+    EngineOptions opt;
+    opt.kv = "paged";
+    opt.prefill_chunk = 32;
+    opt.prefix_cache = false;
+    opt.sampling = where;
+    auto e = start_engine(*model, opt, nullptr, {});
+    std::vector<std::shared_ptr<RequestHandle>> hs;
+    for (const auto& r : rs) hs.push_back(e->submit(r));
+    std::vector<Picked> out;
+    for (auto& h : hs) out.push_back(collect_picks(h));
+    return out;
+  };
+  const auto host = run("host"), batched = run("batched");
+  for (size_t i = 0; i < rs.size(); ++i) {
+    EXPECT_EQ(batched[i].tokens, host[i].tokens) << "request " << i;
+    EXPECT_EQ(batched[i].logprobs, host[i].logprobs) << "request " << i;
+    EXPECT_EQ(batched[i].alternatives, host[i].alternatives) << "request " << i;
+    EXPECT_EQ(static_cast<int64_t>(batched[i].tokens.size()), rs[i].stop.max_tokens) << "request " << i;
+  }
+}
+
+TEST(Determinism, UnknownSamplingPlaceIsRefused) {
+  ASSERT_TRUE(std::filesystem::exists(kGolden)) << kGolden;
+  auto model = load_model(kGolden);
+  EngineOptions opt;
+  opt.sampling = "gpu";
+  EXPECT_THROW(start_engine(*model, opt, nullptr, {}), Error);
 }

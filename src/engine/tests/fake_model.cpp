@@ -71,6 +71,7 @@ FakeModel::FakeModel(int64_t vocab, int64_t max_pos) {
 }
 
 void FakeModel::logits_row(int32_t token, int64_t pos, float* out) const {
+  if (position_period > 0) pos %= position_period;
   for (int64_t j = 0; j < cfg_.vocab_size; ++j) {
     uint64_t h = (static_cast<uint64_t>(token) * 1000003u + static_cast<uint64_t>(pos)) * 0x9e3779b97f4a7c15ULL +
                  static_cast<uint64_t>(j) * 0xbf58476d1ce4e5b9ULL;

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <functional>
 
+#include "ingot/engine.h"
 #include "models/model.h"
 
 namespace ingot::testing {
@@ -14,6 +15,17 @@ namespace ingot::testing {
 std::atomic<int64_t>& live_counting_caches();
 // Token positions held by all live counting caches.
 std::atomic<int64_t>& resident_counting_tokens();
+
+// Token t decodes to the letter 'a' + t % 26.
+class LetterDecoder final : public engine::TextDecoder {
+ public:
+  class S final : public Stream {
+   public:
+    std::string push(int32_t t) override { return std::string(1, static_cast<char>('a' + t % 26)); }
+    std::string flush() override { return ""; }
+  };
+  std::unique_ptr<Stream> stream(bool) const override { return std::make_unique<S>(); }
+};
 
 class FakeModel final : public Model {
  public:
@@ -27,6 +39,9 @@ class FakeModel final : public Model {
   // Counting caches for the contiguous kind when `counting` is set.
   std::unique_ptr<kv::SequenceCache> make_cache(const CacheOptions& opt) const override;
   bool counting = false;
+  // When > 0 the logits see the position only modulo this period, so greedy
+  // text falls into cycles a prompt-lookup drafter can predict.
+  int64_t position_period = 0;
   // What the model reports for memory accounting (it still computes on the CPU).
   void report(Device d, size_t weight_bytes) {
     device_ = d;

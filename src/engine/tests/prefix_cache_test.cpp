@@ -251,4 +251,35 @@ TEST(PrefixCache, ScopesNeverShareEntries) {
   pc.publish(a, 9, *cache, 100);
   EXPECT_EQ(pc.entries(), 2);
   EXPECT_EQ(pc.lookup(a, 9).tokens, 8);
+  // A pin under one scope leaves the other scope's entry unpinned.
+  pc.pin(a, 8, PrefixCache::Clock::now() + std::chrono::hours(1), 7);
+  EXPECT_TRUE(pc.evict_one());
+  EXPECT_EQ(pc.lookup(a, 9).tokens, 0);
+  EXPECT_EQ(pc.lookup(a, 9, 7).tokens, 8);
+}
+
+TEST(PrefixCache, PinnedEntriesAreEvictedLast) {
+  auto model = prefix_model();
+  PrefixCache pc(9, 4);
+  auto prefill = [&](const std::vector<int32_t>& ids) {
+    auto c = new_cache(*model);
+    BatchInput in;
+    in.tokens = ids;
+    in.seqs.push_back({c.get(), static_cast<int64_t>(ids.size()), false});
+    model->forward(in);
+    return c;
+  };
+  std::vector<int32_t> a = {1, 2, 3, 4}, b = {5, 6, 7, 8}, c = {9, 10, 11, 12};
+  pc.publish(a, 4, *prefill(a), 1);  // the least recently used, but pinned
+  pc.publish(b, 4, *prefill(b), 1);
+  pc.publish(c, 4, *prefill(c), 1);
+  pc.pin(a, 4, PrefixCache::Clock::now() + std::chrono::hours(1));
+  pc.pin(b, 4, PrefixCache::Clock::now() - std::chrono::seconds(1));  // expired: no preference
+  ASSERT_TRUE(pc.evict_one());
+  EXPECT_EQ(pc.lookup(b, 4).tokens, 0) << "the oldest unpinned entry goes first";
+  ASSERT_TRUE(pc.evict_one());
+  EXPECT_EQ(pc.lookup(c, 4).tokens, 0);
+  EXPECT_EQ(pc.lookup(a, 4).tokens, 4);
+  ASSERT_TRUE(pc.evict_one()) << "memory wins over a pin when nothing else is left";
+  EXPECT_EQ(pc.entries(), 0);
 }

@@ -13,6 +13,7 @@
 using namespace ingot;
 using namespace ingot::engine;
 using ingot::testing::FakeModel;
+using ingot::testing::LetterDecoder;
 
 namespace {
 
@@ -56,11 +57,18 @@ void drain(Live& l) {
   }
 }
 
-void property_run(bool prefix_cache, uint32_t seed) {
+void property_run(bool prefix_cache, uint32_t seed, bool speculative = false) {
   FakeModel model;
   model.counting = true;
   EngineOptions opt;
   opt.kv = "contiguous";
+  if (speculative) {
+    // Greedy text cycles (positions seen modulo 2), so drafts are often right;
+    // sampled text gives drafts of every length, mostly rejected.
+    model.position_period = 2;
+    opt.speculative = "ngram";
+    opt.num_speculative_tokens = 4;
+  }
   opt.max_concurrency = 6;
   opt.token_budget = 40;
   opt.prefill_chunk = 16;
@@ -142,6 +150,7 @@ void property_run(bool prefix_cache, uint32_t seed) {
       ++completed;
     }
     ASSERT_EQ(l->usage.completion_tokens, static_cast<int64_t>(l->got.size()));
+    ASSERT_LE(l->usage.accepted_draft_tokens, l->usage.draft_tokens);
   }
   EXPECT_GT(completed, 100);
   EXPECT_GT(cancelled, 0);
@@ -149,6 +158,12 @@ void property_run(bool prefix_cache, uint32_t seed) {
   Stats st = eng->stats();
   EXPECT_EQ(st.running, 0);
   EXPECT_EQ(st.waiting, 0);
+  if (speculative) {
+    EXPECT_GT(st.spec_accepted_tokens, st.spec_draft_tokens / 10);
+    EXPECT_LT(st.spec_accepted_tokens, st.spec_draft_tokens);
+  } else {
+    EXPECT_EQ(st.spec_draft_tokens, 0);
+  }
   if (prefix_cache) {
     EXPECT_GT(st.prefix_hit_tokens, 0);
   } else {
@@ -163,6 +178,7 @@ void property_run(bool prefix_cache, uint32_t seed) {
 
 TEST(Scheduler, RandomArrivalsAndCancellations) { property_run(false, 1); }
 TEST(Scheduler, RandomArrivalsWithPrefixCache) { property_run(true, 2); }
+TEST(Scheduler, RandomArrivalsCancellationsAndPrefixCacheWhileSpeculating) { property_run(true, 3, true); }
 
 TEST(Scheduler, LongPromptIsNotStarved) {
   FakeModel model;
@@ -298,19 +314,6 @@ TEST(Scheduler, CancelFreesCacheAtOnce) {
   EXPECT_EQ(ingot::testing::live_counting_caches().load(), 0);
 }
 
-namespace {
-// Token t decodes to the letter 'a' + t % 26.
-class LetterDecoder final : public TextDecoder {
- public:
-  class S final : public Stream {
-   public:
-    std::string push(int32_t t) override { return std::string(1, static_cast<char>('a' + t % 26)); }
-    std::string flush() override { return ""; }
-  };
-  std::unique_ptr<Stream> stream(bool) const override { return std::make_unique<S>(); }
-};
-}  // namespace
-
 TEST(Scheduler, StopStringsTextAndPromptLogprobsThroughTheEngine) {
   FakeModel model;
   EngineOptions opt;
@@ -375,7 +378,11 @@ TEST(Scheduler, SharedPrefixBlocksAreChargedOnce) {
 
   auto eng = start_engine(model, opt, nullptr, {kEos});
   std::atomic<int64_t> most_rows{0}, over_budget{0};
+  // After the warm-up the engine's first step waits until all eight requests
+  // are queued, so whether they run together depends on admission alone.
+  std::atomic<bool> hold{false}, queued{false};
   model.on_forward = [&](const BatchInput& in) {
+    for (int w = 0; w < 5000 && hold && !queued; ++w) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     most_rows = std::max<int64_t>(most_rows.load(), static_cast<int64_t>(in.seqs.size()));
     if (eng->stats().kv_pool_used_bytes > static_cast<double>(kv_budget)) ++over_budget;
   };
@@ -399,11 +406,13 @@ TEST(Scheduler, SharedPrefixBlocksAreChargedOnce) {
     }
   }
   std::vector<std::unique_ptr<Live>> all;
+  hold = true;
   for (int32_t i = 1; i <= 8; ++i) {
     auto l = std::make_unique<Live>();
     l->h = eng->submit(request(i));
     all.push_back(std::move(l));
   }
+  queued = true;
   for (auto& l : all)
     while (!l->finished) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));

@@ -104,3 +104,26 @@ TEST(JsonConstraint, MaskMatchesTheAutomatonTokenByToken) {
     EXPECT_GT(allowed, 5) << prefix;
   }
 }
+
+// A draft is allowed up to its first token the grammar refuses, judged from
+// the current state, and checking it leaves the state as it was.
+TEST(JsonConstraint, AllowedPrefixOfADraftLeavesTheStateAlone) {
+  auto v = qwen3_vocabulary();
+  JsonConstraint c(std::make_shared<JsonAutomaton>(std::make_shared<Schema>(any_object_schema())), v);
+  auto id_of = [&](const std::string& text) {
+    for (int32_t id = 0; id < v->size(); ++id)
+      if (v->bytes(id) == text) return id;
+    ADD_FAILURE() << "no token '" << text << "'";
+    return -1;
+  };
+  ASSERT_TRUE(c.accept(id_of("{")));
+  const int32_t quote = id_of("\""), a = id_of("a"), colon = id_of(":"), close = id_of("}"), one = id_of("1");
+  EXPECT_EQ(c.allowed_prefix({quote, a, quote, colon, one, close}), 6u);
+  EXPECT_EQ(c.allowed_prefix({quote, a, quote, close, one}), 3u);  // '}' cannot follow a key
+  EXPECT_EQ(c.allowed_prefix({one}), 0u);                            // nor a number open a key
+  EXPECT_EQ(c.allowed_prefix({-1, quote}), 0u);                      // out of range
+  EXPECT_EQ(c.allowed_prefix({}), 0u);
+  EXPECT_EQ(c.text(), "{");
+  EXPECT_TRUE(c.accept(close));  // the state is still right after "{"
+  EXPECT_TRUE(c.complete());
+}

@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <random>
 #include <unistd.h>
 
 #include "backend/cuda/cuda_backend.h"
+#include "kv/batched_rows.h"
 #include "kv/contiguous.h"
 #include "kv/paged.h"
 #include "kv/paged_attention.h"
@@ -282,6 +284,66 @@ TEST_F(PagedCuda, SanitizerSized) {
         // Quantized rows are compared with unquantized attention at their codes' error.
         drive(seq->layer(0), ctg, rng, heads, s, {20, 1, 17, 1}, p, qk == KvQuant::None ? 0.0 : qk == KvQuant::Q8 ? 2e-2 : 0.25,
               what);
+      }
+    }
+  }
+}
+
+// Decode rows of many sequences over one pool in one launch
+// (kv/batched_rows.h through PagedKernels::attend_rows, and write_rows for
+// unquantized pools): each row equals the per-sequence append + attend bit
+// for bit, and the stores hold the same bytes, for float32 / bf16 rows and
+// KV8 / KV4 codes, lengths on both sides of block edges and key splits.
+TEST_F(PagedCuda, DecodeRowsInOneLaunchEqualPerSequenceAttend) {
+  const std::vector<int64_t> lens = {1, 15, 16, 17, 130, 700};
+  for (KvQuant qk : {KvQuant::None, KvQuant::Q8, KvQuant::Q4}) {
+    for (DType dt : {DType::F32, DType::BF16}) {
+      if (qk != KvQuant::None && dt == DType::BF16) continue;  // quantized pools take float32 rows
+      std::mt19937 rng(11);
+      const LayerSpec s = spec(2, 64, 64);
+      PoolOptions o;
+      o.path = AttendPath::Direct;
+      o.quant = qk;
+      o.block_size = 16;
+      auto pool = Pool::create({s}, dt, Device::CUDA, o);
+      std::vector<std::unique_ptr<SequenceCache>> alone, rows;
+      std::vector<LayerCache*> rows_p;
+      for (int64_t len : lens) {
+        alone.push_back(pool->new_sequence());
+        rows.push_back(pool->new_sequence());
+        Tensor k = gpu(random_tensor(rng, {len, 2, 64})), v = gpu(random_tensor(rng, {len, 2, 64}));
+        alone.back()->layer(0).append(k, v);
+        rows.back()->layer(0).append(k, v);
+        rows_p.push_back(&rows.back()->layer(0));
+      }
+      const auto n = static_cast<int64_t>(lens.size());
+      AttnParams p;
+      p.scale = 0.125f;
+      for (int step = 0; step < 3; ++step) {
+        Tensor q = gpu(random_tensor(rng, {n, 8, 64}));
+        Tensor k = gpu(random_tensor(rng, {n, 2, 64})), v = gpu(random_tensor(rng, {n, 2, 64}));
+        std::vector<int32_t> pos;
+        for (auto* c : rows_p) pos.push_back(static_cast<int32_t>(c->length()));
+        Tensor got = append_attend_rows(rows_p, q, k, v, gpu(Tensor::from_i32(pos, {n})), nullptr, p);
+        ASSERT_TRUE(got.defined()) << "the batch was declined";
+        got = cpu(got);
+        for (int64_t i = 0; i < n; ++i) {
+          LayerCache& a = alone[static_cast<size_t>(i)]->layer(0);
+          a.append(k.slice(0, i, i + 1).contiguous(), v.slice(0, i, i + 1).contiguous());
+          Tensor want = cpu(a.attend(q.slice(0, i, i + 1).contiguous(), p));
+          ASSERT_TRUE(same_bytes(want, got.slice(0, i, i + 1).contiguous()))
+              << kv_quant_name(qk) << " " << dtype_name(dt) << " row " << i << " step " << step << " (rel "
+              << rel(got.slice(0, i, i + 1).contiguous(), want) << ")";
+        }
+      }
+      // The rows written in one job hold the bytes the per-sequence appends hold.
+      for (size_t i = 0; i < lens.size(); ++i) {
+        int64_t fa = 0, fb = 0;
+        auto [ka, va] = alone[i]->layer(0).fetch(&fa);
+        auto [kb, vb] = rows[i]->layer(0).fetch(&fb);
+        ASSERT_EQ(rows[i]->layer(0).length(), alone[i]->layer(0).length());
+        ASSERT_TRUE(same_bytes(cpu(ka), cpu(kb)) && same_bytes(cpu(va), cpu(vb)))
+            << kv_quant_name(qk) << " " << dtype_name(dt) << " sequence " << i;
       }
     }
   }

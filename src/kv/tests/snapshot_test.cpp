@@ -387,3 +387,163 @@ TEST(SnapshotFaults, DiskFullIsAClearErrorAndLeavesNothing) {
   expect_same(*r, *small, 8);
   fs::remove_all(d);
 }
+
+TEST(SnapshotStore, WritersKilledAtRandomPointsLeaveOnlyWholeSnapshots) {
+  // A child writes snapshots through the store and is SIGKILLed after a random
+  // delay: before, inside or between writes, fsyncs and renames. After every
+  // kill a new index restores exactly what was complete, refuses nothing and
+  // leaves no temp file behind.
+  fs::path d = temp_dir("killstore");
+  auto pool = Pool::create(layout(), DType::F32, Device::CPU, pool_options_for("paged"));
+  SnapshotKey key{"m1", "tok1", pool->scheme()};
+  constexpr int kRuns = 24, kPerRun = 4;
+  constexpr int64_t kTokens = 300;
+  // Snapshot k of every run holds the same data, made again here to compare.
+  auto make = [&](int k) {
+    std::mt19937 rng(static_cast<uint32_t>(100 + k));
+    return filled(*pool, kTokens, rng);
+  };
+  std::mt19937 delays(37);
+  int killed = 0;
+  for (int run = 0; run < kRuns; ++run) {
+    pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      // Writes until killed, so every kill lands in the middle of the work
+      // however fast the machine is.
+      SnapshotStore store(d.string(), key, 1 << 30, kPerRun, true);
+      for (int k = 0;; k = (k + 1) % kPerRun) store.submit(make(k), ids(kTokens, k));
+    }
+    ::usleep(std::uniform_int_distribution<useconds_t>(0, 40'000)(delays));
+    ::kill(child, SIGKILL);
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    killed += WIFSIGNALED(status) ? 1 : 0;
+    SnapshotStore store(d.string(), key, 1 << 30, 4, true);
+    EXPECT_EQ(store.stats().refused, 0) << "run " << run << ": a renamed snapshot is always whole";
+    for (const auto& name : entries_of(d)) EXPECT_EQ(name.find(".tmp."), std::string::npos) << name;
+    for (int k = 0; k < kPerRun; ++k) {
+      auto e = store.longest_prefix(ids(kTokens, k));
+      if (!e) continue;
+      auto r = store.restore(*e, *pool);
+      ASSERT_TRUE(r) << "run " << run << " snapshot " << k;
+      auto want = make(k);
+      expect_same(*r, *want, kTokens);
+    }
+  }
+  EXPECT_EQ(killed, kRuns) << "every child is killed while it writes";
+  EXPECT_EQ(pool->used_blocks(), 0);
+  fs::remove_all(d);
+}
+
+TEST(SnapshotStore, BoundHoldsUnderManyDistinctPrompts) {
+  std::mt19937 rng(38);
+  auto pool = Pool::create(layout(), DType::F32, Device::CPU, pool_options_for("paged"));
+  SnapshotKey key{"m1", "tok1", pool->scheme()};
+  fs::path d = temp_dir("bound");
+  auto one = filled(*pool, 16, rng);
+  uint64_t file_bytes = 0;
+  {
+    SnapshotStore probe(d.string(), key, 1 << 30);
+    probe.submit(one->clone(), ids(16, -1));
+    probe.flush();
+    file_bytes = probe.disk_bytes();
+  }
+  const uint64_t bound = file_bytes * 20 + file_bytes / 2;
+  constexpr int kPrompts = 500;
+  SnapshotStore store(d.string(), key, bound, 8, true);
+  for (int i = 0; i < kPrompts; ++i) {
+    while (!store.submit(one->clone(), ids(16, i))) store.flush();  // never drop: every prompt is written
+    auto on_disk = [&] {
+      uint64_t n = 0;
+      for (const auto& de : fs::directory_iterator(d))
+        if (de.path().extension() == ".ikv") n += de.file_size();
+      return n;
+    };
+    if (i % 50 == 49) {
+      store.flush();
+      EXPECT_LE(store.disk_bytes(), bound);
+      EXPECT_LE(on_disk(), bound) << "after " << i + 1 << " prompts";
+    }
+  }
+  store.flush();
+  EXPECT_EQ(store.size(), 20u);
+  EXPECT_EQ(store.stats().written, kPrompts);
+  EXPECT_EQ(store.stats().evicted, kPrompts + 1 - 20);  // the probe's file too
+  // The most recent prompts are the ones kept.
+  EXPECT_TRUE(store.has(ids(16, kPrompts - 1)));
+  EXPECT_FALSE(store.has(ids(16, 0)));
+  fs::remove_all(d);
+}
+
+TEST(SnapshotStore, ExclusiveFolderRefusesForeignAndCorruptFiles) {
+  std::mt19937 rng(39);
+  auto pool = Pool::create(layout(), DType::F32, Device::CPU, pool_options_for("paged"));
+  SnapshotKey key{"m1", "tok1", pool->scheme()};
+  fs::path d = temp_dir("exclusive");
+  auto seq = filled(*pool, 40, rng);
+  write_snapshot((d / "foreign.ikv").string(), *seq, ids(40, 1), {"m2", "tok1", key.scheme});
+  write_snapshot((d / "good.ikv").string(), *seq, ids(40, 2), key);
+  write_snapshot((d / "late.ikv").string(), *seq, ids(40, 3), key);
+  {
+    std::ofstream((d / "junk.ikv").string()) << "not a snapshot";
+  }
+  SnapshotStore store(d.string(), key, 1 << 30, 4, true);
+  EXPECT_EQ(store.stats().refused, 2);
+  EXPECT_FALSE(fs::exists(d / "foreign.ikv"));
+  EXPECT_FALSE(fs::exists(d / "junk.ikv"));
+  EXPECT_EQ(store.size(), 2u);
+  // Corrupted after it was indexed: the restore refuses it (null, deleted, counted).
+  {
+    std::fstream f((d / "late.ikv").string(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(d / "late.ikv") - 10));
+    f.put('\x7f');
+  }
+  const int64_t held = pool->used_blocks();
+  auto late = store.longest_prefix(ids(40, 3));
+  ASSERT_TRUE(late.has_value());
+  EXPECT_EQ(store.restore(*late, *pool), nullptr);
+  EXPECT_EQ(store.stats().refused, 3);
+  EXPECT_FALSE(fs::exists(d / "late.ikv"));
+  EXPECT_FALSE(store.longest_prefix(ids(40, 3)).has_value());
+  // Removed behind the store's back: a miss, not a refusal.
+  auto good = store.longest_prefix(ids(40, 2));
+  ASSERT_TRUE(good.has_value());
+  fs::remove(d / "good.ikv");
+  EXPECT_EQ(store.restore(*good, *pool), nullptr);
+  EXPECT_EQ(store.stats().refused, 3);
+  EXPECT_EQ(store.size(), 0u);
+  EXPECT_EQ(pool->used_blocks(), held) << "nothing loaded by a refused restore";
+  fs::remove_all(d);
+}
+
+TEST(SnapshotStore, PinnedSnapshotsAreEvictedLastAndStayPinnedAfterARestart) {
+  std::mt19937 rng(40);
+  auto pool = Pool::create(layout(), DType::F32, Device::CPU, pool_options_for("paged"));
+  SnapshotKey key{"m1", "tok1", pool->scheme()};
+  fs::path d = temp_dir("pin");
+  auto one = filled(*pool, 16, rng);
+  uint64_t size = 0;
+  const auto later = SnapshotStore::Clock::now() + std::chrono::hours(1);
+  {
+    SnapshotStore store(d.string(), key, 1 << 30, 8, true);
+    store.submit(one->clone(), ids(16, 0), later);  // pinned while written
+    store.submit(one->clone(), ids(16, 1));
+    store.flush();
+    EXPECT_TRUE(store.pin(ids(16, 1), SnapshotStore::Clock::now() - std::chrono::seconds(1)));  // expired at once
+    EXPECT_FALSE(store.pin(ids(16, 9), later));
+    size = store.disk_bytes() / 2;
+  }
+  // A new index, bound to two files, takes two more: the pinned first one stays.
+  SnapshotStore store(d.string(), key, size * 2, 8, true);
+  ASSERT_EQ(store.size(), 2u);
+  store.submit(one->clone(), ids(16, 2));
+  store.submit(one->clone(), ids(16, 3));
+  store.flush();
+  EXPECT_EQ(store.size(), 2u);
+  EXPECT_TRUE(store.has(ids(16, 0))) << "pinned across the restart";
+  EXPECT_TRUE(store.has(ids(16, 3)));
+  EXPECT_FALSE(store.has(ids(16, 1)));
+  EXPECT_FALSE(store.has(ids(16, 2)));
+  fs::remove_all(d);
+}

@@ -69,6 +69,9 @@ class ScriptedServer {
   }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
   int max_in_flight() const { return max_in_flight_.load(); }
+  // "ok" streams wait (up to 5 s) until this many requests were in flight at
+  // once, so a test of the concurrency cap does not depend on the scheduler.
+  void hold_until_in_flight(int n) { hold_until_ = n; }
   std::vector<json> bodies() {
     std::lock_guard<std::mutex> g(mu_);
     return bodies_;
@@ -150,6 +153,8 @@ class ScriptedServer {
       send_all(c, http_chunk("data: [DONE]\n\n") + "0\r\n\r\n");
       return;
     }
+    for (int w = 0; w < 5000 && max_in_flight_.load() < hold_until_.load() && !stop_; ++w)
+      std::this_thread::sleep_for(1ms);
     const bool reset = scenario == "reset", unfinished = scenario == "unfinished";
     const int64_t send = scenario == "short" ? n - 1 : n;
     for (int64_t i = 0; i < send; ++i) {
@@ -176,7 +181,7 @@ class ScriptedServer {
   int fd_ = -1;
   int port_ = 0;
   std::atomic<bool> stop_{false};
-  std::atomic<int> in_flight_{0}, max_in_flight_{0};
+  std::atomic<int> in_flight_{0}, max_in_flight_{0}, hold_until_{0};
   std::thread accept_;
   std::mutex mu_;
   std::vector<std::thread> workers_;
@@ -226,6 +231,7 @@ TEST(Client, BodyAsksForExactlyOutputLenTokens) {
 
 TEST(Client, CompletedStreams) {
   ScriptedServer s;
+  s.hold_until_in_flight(3);
   LevelRun run = run_level(target(s, "ok"), prompts(6, 5), 4, closed(3, 6));
   ASSERT_EQ(run.results.size(), 6u);
   for (const RequestResult& r : run.results) {

@@ -232,3 +232,38 @@ TEST(Sampler, LogprobsReportRawDistribution) {
   ASSERT_EQ(r.top.size(), 3u);
   EXPECT_EQ(r.top[0].token, r.token);
 }
+
+namespace {
+// Allows ids below `limit` (end ids are the sampler's business).
+class Below final : public ingot::engine::TokenConstraint {
+ public:
+  explicit Below(int32_t limit) : limit_(limit) {}
+  void apply(float* logits, int64_t vocab, int64_t) override {
+    for (int64_t i = limit_; i < vocab; ++i) logits[i] = -1e30f;
+  }
+  bool accept(int32_t t) override { return t < limit_; }
+  bool complete() const override { return false; }
+  size_t allowed_prefix(const std::vector<int32_t>& tokens) override {
+    size_t n = 0;
+    while (n < tokens.size() && tokens[n] < limit_) ++n;
+    return n;
+  }
+
+ private:
+  int32_t limit_;
+};
+}  // namespace
+
+TEST(Sampler, AdmissiblePrefixOfADraftStopsAtRefusedAndEndTokens) {
+  ingot::engine::SamplingParams p;
+  SequenceSampler free(p, 1, {});
+  EXPECT_EQ(free.admissible_prefix({9, 8, 7}), 3u);  // no constraint: everything may be verified
+  SequenceSampler s(p, 1, {});
+  Below c(5);
+  s.constrain(&c, {7});
+  EXPECT_EQ(s.admissible_prefix({1, 2, 3}), 3u);
+  EXPECT_EQ(s.admissible_prefix({1, 6, 3}), 1u);  // refused by the constraint
+  EXPECT_EQ(s.admissible_prefix({1, 2, 7, 3}), 2u);  // the end id ends the draft
+  EXPECT_EQ(s.admissible_prefix({7}), 0u);
+  EXPECT_EQ(s.admissible_prefix({}), 0u);
+}

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <atomic>
 #include <cstring>
 
@@ -75,6 +77,40 @@ TEST_P(PerIsa, LinearMatchesDoubleReference) {
       }
 }
 
+// The bulk (outer-product) GEMM: against the double reference over row,
+// column and depth counts that leave partial micro tiles, column blocks and
+// k blocks; and a row's bits alone equal its bits inside the batch.
+TEST_P(PerIsa, LinearBulkMatchesReferenceAndIsRowInvariant) {
+  struct Case {
+    int64_t n, k, m;
+  };
+  uint32_t seed = 900;
+  for (DType t : {DType::F32, DType::BF16, DType::F16})
+    for (Case c : {Case{1, 1, 1}, Case{7, 17, 33}, Case{13, 300, 70}, Case{250, 64, 17}, Case{6, 513, 129}}) {
+      const int64_t ldw = c.k + (c.k % 3);
+      Weights w = make_weights(t, c.m, ldw, ++seed);
+      std::vector<float> x = random_floats(static_cast<size_t>(c.n * c.k), ++seed);
+      std::vector<float> y(static_cast<size_t>(c.n * c.m), -7.0f);
+      linear_bulk(x.data(), c.n, c.k, w.bytes.data(), t, ldw, c.m, y.data());
+      for (int64_t i = 0; i < c.n; ++i)
+        for (int64_t j = 0; j < c.m; ++j) {
+          double ref = 0, mag = 0;
+          for (int64_t q = 0; q < c.k; ++q) {
+            const double p = static_cast<double>(x[i * c.k + q]) * w.values[j * ldw + q];
+            ref += p;
+            mag += std::fabs(p);
+          }
+          ASSERT_NEAR(y[i * c.m + j], ref, 1e-6 * mag + 1e-7)
+              << dtype_name(t) << " n=" << c.n << " k=" << c.k << " m=" << c.m << " at " << i << "," << j;
+        }
+      for (int64_t i : {int64_t{0}, c.n - 1}) {
+        std::vector<float> one(static_cast<size_t>(c.m));
+        linear_bulk(x.data() + i * c.k, 1, c.k, w.bytes.data(), t, ldw, c.m, one.data());
+        ASSERT_EQ(0, std::memcmp(one.data(), y.data() + i * c.m, one.size() * sizeof(float))) << "row " << i;
+      }
+    }
+}
+
 // A row's result is the same bits whether it is computed alone, in a small
 // group, in a large batch (the tiled path) or on another thread count.
 TEST_P(PerIsa, LinearIsBatchInvariant) {
@@ -136,6 +172,47 @@ TEST_P(PerIsa, VectorHelpersMatchDoubleReference) {
     std::vector<float> conv(static_cast<size_t>(n));
     to_f32(bh.data(), DType::BF16, n, conv.data());
     for (int64_t i = 0; i < n; ++i) EXPECT_EQ(conv[i], bf16_to_f32(bh[i]));
+  }
+}
+
+// GELU (vector erf), softmax and layer norm rows against double references,
+// over lengths with and without a partial last register.
+TEST_P(PerIsa, ActivationRowsMatchDoubleReference) {
+  for (int64_t n : {1, 7, 8, 16, 17, 100, 1500}) {
+    std::vector<float> x = random_floats(static_cast<size_t>(n), 300 + static_cast<uint32_t>(n), -6.0f, 6.0f);
+    if (n > 3) x[1] = 0.0f, x[2] = -0.0f, x[3] = -30.0f;
+    std::vector<float> y(static_cast<size_t>(n));
+    gelu(x.data(), y.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const double v = x[i], want = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+      ASSERT_NEAR(y[i], want, 4e-7 * std::max(1.0, std::fabs(v))) << "gelu(" << v << ")";
+    }
+    // Softmax: scores on a wide range, one masked (-inf) key when there is room.
+    std::vector<float> s = random_floats(static_cast<size_t>(n), 400 + static_cast<uint32_t>(n), -40.0f, 20.0f);
+    if (n > 2) s[1] = -std::numeric_limits<float>::infinity();
+    softmax_row(s.data(), y.data(), n);
+    double mx = -1e300, sum = 0;
+    for (float v : s) mx = std::max<double>(mx, v);
+    for (float v : s) sum += std::exp(v - mx);
+    for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(y[i], std::exp(s[i] - mx) / sum, 1e-6) << "softmax " << i;
+    if (n > 2) {
+      EXPECT_EQ(y[1], 0.0f);
+    }
+    // Layer norm with and without a bias.
+    std::vector<float> w = random_floats(static_cast<size_t>(n), 500 + static_cast<uint32_t>(n));
+    std::vector<float> b = random_floats(static_cast<size_t>(n), 600 + static_cast<uint32_t>(n));
+    std::vector<float> xs = x;
+    for (float& v : xs) v += 3.0f;  // an offset mean
+    double mean = 0, var = 0;
+    for (float v : xs) mean += v;
+    mean /= static_cast<double>(n);
+    for (float v : xs) var += (v - mean) * (v - mean);
+    const double inv = 1.0 / std::sqrt(var / static_cast<double>(n) + 1e-5);
+    for (const float* bias : {static_cast<const float*>(b.data()), static_cast<const float*>(nullptr)}) {
+      layer_norm_row(xs.data(), w.data(), bias, 1e-5f, y.data(), n);
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_NEAR(y[i], (xs[i] - mean) * inv * w[i] + (bias ? bias[i] : 0.0), 2e-5) << "layer_norm " << i;
+    }
   }
 }
 

@@ -38,7 +38,7 @@ class LayerCache {
   // of K/V; attention stores return nullptr.
   virtual LinearState* linear_state() { return nullptr; }
 
-  // ---- Graph-replayable steps (runtime/step_graph.h): storage that never
+  // ---- Graph-replayable steps (stepgraph/greedy_step.h): storage that never
   // moves, and appends / attention that take the position and the key count
   // from device memory so one captured step serves every token. Stores
   // without them report unsupported.

@@ -24,7 +24,7 @@ struct SeqInput {
 };
 
 // Inputs of a graph-replayable step, already on the model's device, so a
-// captured forward reads them afresh at every replay (runtime/step_graph.h).
+// captured forward reads them afresh at every replay (stepgraph/greedy_step.h).
 struct StepInputs {
   Tensor ids;        // i32 [N] token ids
   Tensor positions;  // i32 [N] absolute positions (K/V rows written there)

@@ -145,7 +145,7 @@ class Backend {
   // rope_inplace(a, ...) then rope_inplace(b, ...) at the same positions (q and k).
   virtual void rope_pair_inplace(Tensor& a, Tensor& b, const Tensor& positions, const RopeSpec& spec);
 
-  // ---- Graph-replayable steps (runtime/step_graph.h). Backends that cannot
+  // ---- Graph-replayable steps (stepgraph/greedy_step.h). Backends that cannot
   // capture return nullptr from capture_step and report the rest unsupported.
   // Records the device work `step` queues into a graph; nothing runs until replay().
   virtual std::unique_ptr<StepGraph> capture_step(const std::function<void()>& step);

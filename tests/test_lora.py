@@ -103,22 +103,6 @@ def test_generate_with_adapter_follows_merged_greedy(ingot_bin, base, tmp_path):
     assert [int(x) for x in r.stdout.strip().split(",")] == want
 
 
-def test_transformers_peft_reference(ingot_bin, base, tmp_path):
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    peft = pytest.importorskip("peft")
-    d, config, t = base
-    pairs = la.random_pairs(t, rank=4, seed=6)
-    adapter = la.write_peft(tmp_path / "ref", pairs, rank=4, alpha=8)
-    model = transformers.AutoModelForCausalLM.from_pretrained(str(d), torch_dtype=torch.float32)
-    model = peft.PeftModel.from_pretrained(model, str(adapter)).eval()
-    ids = torch.tensor([[int(x) for x in PROMPT.split(",")]])
-    with torch.no_grad():
-        want = model(ids).logits[0].numpy()
-    got = logits(ingot_bin, d, tmp_path / "o.safetensors", "--lora", adapter)["prompt_logits"]
-    np.testing.assert_allclose(got, want, rtol=0, atol=1e-4 * float(np.abs(want).max()))
-
-
 # ---- bad adapters: one clear error line each, exit code 1.
 
 def assert_error(ingot_bin, base, tmp_path, adapter, needle, *extra):

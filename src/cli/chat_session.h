@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "ingot/engine.h"
+#include "ingot/types.h"
 #include "io/config.h"
 
 namespace ingot::cli {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "grammar/json_automaton.h"
-#include "ingot/engine.h"
+#include "ingot/types.h"
 
 namespace ingot {
 class Tokenizer;

@@ -6,7 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "ingot/engine.h"
+#include "ingot/types.h"
 #include "ops/sample_rows.h"
 
 namespace ingot::sampling {

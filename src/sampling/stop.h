@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "ingot/engine.h"
+#include "ingot/types.h"
 
 namespace ingot::sampling {
 

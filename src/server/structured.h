@@ -5,7 +5,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "ingot/engine.h"
+#include "ingot/types.h"
 
 namespace ingot::server {
 

@@ -3,7 +3,7 @@
 #pragma once
 #include <memory>
 
-#include "ingot/engine.h"
+#include "ingot/types.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ingot {

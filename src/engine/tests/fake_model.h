@@ -5,7 +5,7 @@
 #include <atomic>
 #include <functional>
 
-#include "ingot/engine.h"
+#include "ingot/types.h"
 #include "models/model.h"
 
 namespace ingot::testing {

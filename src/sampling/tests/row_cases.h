@@ -4,7 +4,7 @@
 #include <random>
 #include <vector>
 
-#include "ingot/engine.h"
+#include "ingot/types.h"
 
 namespace ingot::sampling::testing {
 

@@ -126,7 +126,7 @@ void merge(float& m, float& l, float* acc, float mc, float lc, const float* accc
     std::memcpy(acc, accc, static_cast<size_t>(dv) * sizeof(float));
     return;
   }
-  const float mn = std::max(m, mc), a = std::exp(m - mn), b = std::exp(mc - mn);
+  const float mn = std::max(m, mc), a = m == mn ? 1.0f : std::exp(m - mn), b = mc == mn ? 1.0f : std::exp(mc - mn);
   l = l * a + lc * b;
   for (int64_t x = 0; x < dv; ++x) acc[x] = acc[x] * a + accc[x] * b;
   m = mn;
@@ -179,7 +179,11 @@ class Plan {
       first_.back() = static_cast<int64_t>(chunk_tasks_.size());
       partial_.resize(chunk_tasks_.size() * static_cast<size_t>(slot()));
     } else {
-      rb_ = std::max<int64_t>(1, 12 / j_.group);
+      // A block widens each 16-bit tile once and folds it into all its
+      // vectors, so larger blocks convert less per key; halve them only while
+      // there are too few tasks to keep every thread busy.
+      rb_ = std::max<int64_t>(1, attn_block_vectors() / j_.group);
+      while (rb_ > 1 && (s.rows + rb_ - 1) / rb_ * s.kv_heads < 4 * pool().size()) rb_ = (rb_ + 1) / 2;
     }
   }
 

@@ -64,6 +64,74 @@ inline void attn_scores(const float* q, const float* k, int64_t ld, int64_t x0, 
   }
 }
 
+// Scores of a full tile for QB vectors at once: each key row is loaded once
+// for all of them. Every (vector, key) accumulator is the same chain of
+// fused multiply-adds over d as attn_scores_block's and goes through the
+// same reduction, so a vector gets the same bits either way; keys go KH at a
+// time so the QB x KH accumulators stay in registers.
+template <class V, int RK, int QB, int KH>
+inline void attn_scores_full_multi(const float* const* q, const float* k, int64_t ld, int64_t d, float* const* s) {
+  using R = typename V::R;
+  static_assert(RK % KH == 0, "keys in whole passes");
+  for (int64_t xb = 0; xb < kAttnTile; xb += RK) {
+    R tmp[QB][RK];
+    for (int kh = 0; kh < RK; kh += KH) {
+      R acc[QB][KH];
+      for (int i = 0; i < QB; ++i)
+        for (int x = 0; x < KH; ++x) acc[i][x] = V::zero();
+      const float* kr = k + (xb + kh) * ld;
+      for (int64_t c = 0; c < d; c += V::W) {
+        R qv[QB];
+        for (int i = 0; i < QB; ++i) qv[i] = V::load(q[i] + c);
+#pragma GCC unroll 8
+        for (int x = 0; x < KH; ++x) {
+          const R kv = V::load(kr + x * ld + c);
+          for (int i = 0; i < QB; ++i) acc[i][x] = V::fma(qv[i], kv, acc[i][x]);
+        }
+      }
+      for (int i = 0; i < QB; ++i)
+        for (int x = 0; x < KH; ++x) tmp[i][kh + x] = acc[i][x];
+    }
+    static_assert(RK == 8, "8-lane levels reduce 8 keys together");
+    for (int i = 0; i < QB; ++i) V::reduce8(tmp[i], s[i] + xb);
+  }
+}
+
+// Scores of every vector of the fold into f.scores. On 8-lane levels vectors
+// that see the whole of a full tile go two at a time; the rest one by one.
+// (AVX-512 scores one vector at a time: its 3-vector form failed a KV8 bit
+// test on an Intel AVX-512 host, cause not found; docs/cpu-backend.md.)
+template <class V>
+inline void attn_scores_all(const AttnFold& f, const float* kbase, const int64_t* lo, const int64_t* hi) {
+  constexpr int kRK = V::W < 16 && V::kReduce8 ? 8 : 0;
+  constexpr int kQB = 2;  // vectors per pass: 8 accumulators of the 16 registers
+  constexpr int kKH = 4;
+  int64_t g = 0;
+  if constexpr (kRK > 0) {
+    if (f.x0 == 0 && f.n == kAttnTile && f.d % V::W == 0) {
+      const float* qs[kQB];
+      float* ss[kQB];
+      int nq = 0;
+      for (int64_t i = 0; i < f.G; ++i) {
+        if (lo[i] != 0 || hi[i] != kAttnTile - 1) continue;
+        qs[nq] = f.q + i * f.d;
+        ss[nq] = f.scores + i * kAttnTile;
+        if (++nq == kQB) {
+          attn_scores_full_multi<V, kRK, kQB, kKH>(qs, kbase, f.k_ld, f.d, ss);
+          nq = 0;
+        }
+      }
+      for (int i = 0; i < nq; ++i) attn_scores_full_multi<V, kRK, 1, kKH>(qs + i, kbase, f.k_ld, f.d, ss + i);
+      for (; g < f.G; ++g)
+        if ((lo[g] != 0 || hi[g] != kAttnTile - 1) && lo[g] <= hi[g])
+          attn_scores<V>(f.q + g * f.d, kbase, f.k_ld, f.x0, f.n, f.d, f.scores + g * kAttnTile);
+      return;
+    }
+  }
+  for (; g < f.G; ++g)
+    if (lo[g] <= hi[g]) attn_scores<V>(f.q + g * f.d, kbase, f.k_ld, f.x0, f.n, f.d, f.scores + g * kAttnTile);
+}
+
 // acc_g = acc_g * corr[g] + sum over visible x of p_g[x] * v_x over columns
 // [c0, c0 + NV * W), for GB vectors at once, their accumulators in
 // registers. kFull: every vector sees every lane (no per-lane test).
@@ -165,10 +233,12 @@ void attn_fold_f32(const AttnFold& f) {
     for (int64_t g = 0; g < part.G; ++g) {
       lo[g] = imax(part.first[g], f.x0);
       hi[g] = imin(part.last[g], f.x0 + f.n - 1);
+    }
+    attn_scores_all<V>(part, kbase, lo, hi);
+    for (int64_t g = 0; g < part.G; ++g) {
       corr[g] = 1.0f;
       if (hi[g] < lo[g]) continue;  // nothing visible: the state stays as it is
       float* s = part.scores + g * kAttnTile;
-      attn_scores<V>(part.q + g * f.d, kbase, f.k_ld, f.x0, f.n, f.d, s);
       const bool full = lo[g] == 0 && hi[g] == kAttnTile - 1;
       float bm = kNegInf;
       if (full && f.softcap <= 0) {
@@ -188,7 +258,7 @@ void attn_fold_f32(const AttnFold& f) {
         }
       }
       const float mo = part.m[g], mn = mo > bm ? mo : bm;
-      corr[g] = mo == kNegInf ? 0.0f : std::exp(mo - mn);
+      corr[g] = mo == kNegInf ? 0.0f : mo == mn ? 1.0f : std::exp(mo - mn);  // exp(0) is exactly 1
       const R mv = V::set1(mn);
       for (int j = 0; j < NR; ++j) V::store(s + j * V::W, V::exp(V::sub(V::load(s + j * V::W), mv)));
       if (!full)

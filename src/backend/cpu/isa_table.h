@@ -73,6 +73,8 @@ struct KernelTable {
   // One row: y = (x - mean) / sqrt(var + eps) * w + b (b may be null).
   void (*layer_norm)(const float* x, const float* w, const float* b, float eps, float* y, int64_t n);
   void (*attn_fold)(const AttnFold& f);
+  // Query vectors per prompt block of attention (attention.cpp's Plan).
+  int attn_block_vectors;
 };
 
 // Weight rows converted to f32 per panel when many x rows reuse them.

@@ -129,6 +129,7 @@ void layer_norm_row(const float* x, const float* w, const float* b, float eps, f
   kt().layer_norm(x, w, b, eps, y, n);
 }
 void attn_fold(const AttnFold& f) { kt().attn_fold(f); }
+int attn_block_vectors() { return kt().attn_block_vectors; }
 float sum_squares(const float* x, int64_t n) { return kt().sum_squares(x, n); }
 float sum(const float* x, int64_t n) { return kt().sum(x, n); }
 void scale_by(const float* x, float s, const float* w, bool unit_offset, float* y, int64_t n) {

@@ -80,6 +80,8 @@ constexpr int64_t kAttnTile = 16;
 // One attention tile folded into an online-softmax state (isa_table.h).
 struct AttnFold;
 void attn_fold(const AttnFold& f);
+// Query vectors a prompt block of attention holds on the active level.
+int attn_block_vectors();
 // y = x * s * w (w null: y = x * s); unit_offset applies (1 + w).
 void scale_by(const float* x, float s, const float* w, bool unit_offset, float* y, int64_t n);
 

@@ -680,5 +680,9 @@ KernelTable make_table(const char* name) {
   t.softmax = &softmax_row<V>;
   t.layer_norm = &layer_norm_row<V>;
   t.attn_fold = &attn_fold<V>;
+  // A block widens each 16-bit tile once for all its vectors, and 8-lane
+  // levels score two vectors per key load: larger blocks pay there. AVX-512
+  // keeps the 12 it was verified with (docs/cpu-backend.md).
+  t.attn_block_vectors = V::W < 16 ? 48 : 12;
   return t;
 }

@@ -38,6 +38,24 @@ size_t embedding_bytes(const Weight& embed, const Weight& lm_head) {
   return embed.nbytes() + (lm_head.data.storage() != embed.data.storage() ? lm_head.nbytes() : 0);
 }
 
+Trunk load_trunk(const WeightSource& src, const ModelConfig& cfg) {
+  Trunk t;
+  t.embed = src.matrix("model.embed_tokens.weight");
+  expect_shape(t.embed, cfg.vocab_size, cfg.hidden_size, "model.embed_tokens.weight");
+  t.lm_head = t.embed;
+  if (!cfg.tie_word_embeddings && src.has("lm_head.weight")) {
+    t.lm_head = src.matrix("lm_head.weight");
+    expect_shape(t.lm_head, cfg.vocab_size, cfg.hidden_size, "lm_head.weight");
+  }
+  t.final_norm = src.vector("model.norm.weight");
+  expect_len(t.final_norm, cfg.hidden_size, "model.norm.weight");
+  return t;
+}
+
+DType Trunk::weight_dtype() const {
+  return embed.is_affine() || is_quantized(embed.dtype()) ? DType::F32 : embed.dtype();
+}
+
 void expect_len(const Tensor& t, int64_t n, const std::string& name) {
   if (t.numel() != n) fail(ErrorKind::BadFormat, name, ": expected ", n, " values, got ", t.describe());
 }

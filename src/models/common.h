@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "models/model.h"
+#include "models/weights.h"
 #include "ops/ops.h"
 
 namespace ingot::family {
@@ -23,6 +24,18 @@ void expect_shape(const Weight& w, int64_t rows, int64_t cols, const std::string
 void expect_len(const Tensor& t, int64_t n, const std::string& name);
 // Bytes of the embedding and the output head, counting a tied head once.
 size_t embedding_bytes(const Weight& embed, const Weight& lm_head);
+
+// What every decoder family loads alike around its layers, shape-checked:
+// the token embedding, the output head (the embedding's rows unless the
+// checkpoint is untied and has lm_head.weight) and the final norm.
+struct Trunk {
+  Weight embed, lm_head;
+  Tensor final_norm;
+  // The checkpoint's dense dtype (float32 for quantized or affine weights).
+  DType weight_dtype() const;
+  size_t bytes() const { return embedding_bytes(embed, lm_head); }
+};
+Trunk load_trunk(const WeightSource& src, const ModelConfig& cfg);
 
 // Rounds activations to the reference's compute dtype at the points where
 // the reference materialises a tensor in that dtype (bf16 checkpoints run

@@ -49,15 +49,7 @@ DecoderModel::DecoderModel(const ModelConfig& cfg, const WeightSource& src, cons
   check_config(cfg_);
   const int64_t H = cfg_.num_attention_heads, KV = cfg_.num_key_value_heads, D = cfg_.head_dim;
   const int64_t hid = cfg_.hidden_size, inter = cfg_.intermediate_size;
-  embed_ = src.matrix("model.embed_tokens.weight");
-  expect_shape(embed_, cfg_.vocab_size, hid, "model.embed_tokens.weight");
-  final_norm_ = src.vector("model.norm.weight");
-  if (!cfg_.tie_word_embeddings && src.has("lm_head.weight")) {
-    lm_head_ = src.matrix("lm_head.weight");
-    expect_shape(lm_head_, cfg_.vocab_size, hid, "lm_head.weight");
-  } else {
-    lm_head_ = embed_;
-  }
+  trunk_ = family::load_trunk(src, cfg_);
   for (int64_t i = 0; i < cfg_.num_hidden_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     Layer L;
@@ -95,9 +87,9 @@ DecoderModel::DecoderModel(const ModelConfig& cfg, const WeightSource& src, cons
     for (const Weight* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.gate, &L.up, &L.down}) weight_bytes_ += w->nbytes();
     layers_.push_back(std::move(L));
   }
-  weight_bytes_ += embedding_bytes(embed_, lm_head_);
+  weight_bytes_ += trunk_.bytes();
   rope_ = make_rope_spec(cfg_.rope_for("full_attention"), static_cast<int>(D), opt_.interleaved_rope);
-  kv_dtype_ = family::kv_dtype_for(embed_);
+  kv_dtype_ = family::kv_dtype_for(trunk_.embed);
 }
 
 std::vector<kv::LayerSpec> DecoderModel::cache_layout() const {
@@ -193,7 +185,7 @@ Tensor DecoderModel::forward(const BatchInput& in) {
   // low-rank updates after the base product (nothing to do for a base-only batch).
   const LoraBatch lora(in);
   INGOT_CHECK(lora.empty() || (!in.step && !tp_), "LoRA rows in a captured step or a tensor-parallel model");
-  Tensor x = ops::embedding(embed_, ids);
+  Tensor x = ops::embedding(trunk_.embed, ids);
   for (size_t li = 0; li < layers_.size(); ++li) {
     const Layer& L = layers_[li];
     const int64_t l = static_cast<int64_t>(li);
@@ -217,9 +209,9 @@ Tensor DecoderModel::forward(const BatchInput& in) {
     lora.add(x, a, l, LoraTarget::Down);
   }
   if (static_cast<int64_t>(pick.size()) != N) x = ops::gather_rows(x, pick);
-  x = ops::rms_norm(x, final_norm_, eps);
+  x = ops::rms_norm(x, trunk_.final_norm, eps);
   if (in.hidden_states) return ops::cast(x, DType::F32);
-  return ops::cast(ops::linear(x, lm_head_), DType::F32);
+  return ops::cast(ops::linear(x, trunk_.lm_head), DType::F32);
 }
 
 Tensor DecoderModel::row_parallel_residual(const Tensor& a, const Weight& w, const Tensor* b,

@@ -4,6 +4,7 @@
 #include <memory>
 #include <vector>
 
+#include "models/common.h"
 #include "models/lora.h"
 #include "models/model.h"
 
@@ -54,8 +55,7 @@ class DecoderModel final : public Model {
   Collective* tp_ = nullptr;
   DType kv_dtype_;
   size_t weight_bytes_ = 0;
-  Weight embed_, lm_head_;
-  Tensor final_norm_;
+  family::Trunk trunk_;
   std::vector<Layer> layers_;
   RopeSpec rope_;
 };

@@ -31,18 +31,10 @@ class GemmaModel final : public Model {
     attn_softcap_ = static_cast<float>(cfg_.get_double("attn_logit_softcapping", 0.0));
     final_softcap_ = static_cast<float>(cfg_.get_double("final_logit_softcapping", 0.0));
 
-    embed_ = src.matrix("model.embed_tokens.weight");
-    expect_shape(embed_, cfg_.vocab_size, hid, "model.embed_tokens.weight");
-    lm_head_ = embed_;
-    if (!cfg_.tie_word_embeddings && src.has("lm_head.weight")) {
-      lm_head_ = src.matrix("lm_head.weight");
-      expect_shape(lm_head_, cfg_.vocab_size, hid, "lm_head.weight");
-    }
-    final_norm_ = src.vector("model.norm.weight");
-    expect_len(final_norm_, hid, "model.norm.weight");
-    DType wdt = embed_.is_affine() || is_quantized(embed_.dtype()) ? DType::F32 : embed_.dtype();
+    trunk_ = family::load_trunk(src, cfg_);
+    const DType wdt = trunk_.weight_dtype();
     embed_scale_ = family::round_to_dtype(std::sqrt(static_cast<float>(hid)), wdt);
-    kv_dtype_ = family::kv_dtype_for(embed_);
+    kv_dtype_ = family::kv_dtype_for(trunk_.embed);
     // Gemma 3 rounds activations like the bf16 reference; Gemma 2 measured
     // closer to it with float32 activations (docs/models.md).
     rnd_.dtype = gemma3_ ? family::reference_dtype(wdt) : DType::F32;
@@ -94,7 +86,7 @@ class GemmaModel final : public Model {
       for (const Weight* w : {&ly.wq, &ly.wk, &ly.wv, &ly.wo, &ly.gate, &ly.up, &ly.down}) weight_bytes_ += w->nbytes();
       layers_.push_back(std::move(ly));
     }
-    weight_bytes_ += family::embedding_bytes(embed_, lm_head_);
+    weight_bytes_ += trunk_.bytes();
   }
 
   const ModelConfig& config() const override { return cfg_; }
@@ -118,7 +110,7 @@ class GemmaModel final : public Model {
     family::BatchPlan plan = family::plan_batch(in, device_);
     const int64_t N = plan.n, H = cfg_.num_attention_heads, KV = cfg_.num_key_value_heads, D = cfg_.head_dim;
     const family::ActRound& r = rnd_;
-    Tensor x = r(ops::scale(ops::embedding(embed_, plan.ids), embed_scale_));
+    Tensor x = r(ops::scale(ops::embedding(trunk_.embed, plan.ids), embed_scale_));
     for (size_t li = 0; li < layers_.size(); ++li) {
       const Layer& L = layers_[li];
       Tensor h = r(ops::rms_norm(x, L.in_norm, eps_, true));
@@ -145,8 +137,8 @@ class GemmaModel final : public Model {
       x = r(ops::add(x, r(ops::rms_norm(m, L.post_ff_norm, eps_, true))));
     }
     if (static_cast<int64_t>(plan.pick.size()) != N) x = ops::gather_rows(x, plan.pick);
-    x = r(ops::rms_norm(x, final_norm_, eps_, true));
-    Tensor logits = r(ops::linear(x, lm_head_));
+    x = r(ops::rms_norm(x, trunk_.final_norm, eps_, true));
+    Tensor logits = r(ops::linear(x, trunk_.lm_head));
     if (final_softcap_ > 0) logits = r(ops::softcap(logits, final_softcap_));
     return ops::cast(logits, DType::F32);
   }
@@ -166,8 +158,7 @@ class GemmaModel final : public Model {
   float eps_ = 1e-6f, attn_scale_ = 1, attn_softcap_ = 0, final_softcap_ = 0, embed_scale_ = 1;
   size_t weight_bytes_ = 0;
   family::ActRound rnd_;
-  Weight embed_, lm_head_;
-  Tensor final_norm_;
+  family::Trunk trunk_;
   std::vector<Layer> layers_;
 };
 

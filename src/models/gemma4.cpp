@@ -42,15 +42,9 @@ class Gemma4Model final : public Model {
     const bool k_eq_v = cfg_.get_bool("attention_k_eq_v", false);
     const bool double_wide = cfg_.get_bool("use_double_wide_mlp", false);
 
-    embed_ = src.matrix("model.embed_tokens.weight");
-    expect_shape(embed_, cfg_.vocab_size, hid, "model.embed_tokens.weight");
-    lm_head_ = embed_;
-    if (!cfg_.tie_word_embeddings && src.has("lm_head.weight")) lm_head_ = src.matrix("lm_head.weight");
-    expect_shape(lm_head_, cfg_.vocab_size, hid, "lm_head.weight");
-    final_norm_ = src.vector("model.norm.weight");
-    expect_len(final_norm_, hid, "model.norm.weight");
-    const DType wdt = embed_.is_affine() || is_quantized(embed_.dtype()) ? DType::F32 : embed_.dtype();
-    kv_dtype_ = family::kv_dtype_for(embed_);
+    trunk_ = family::load_trunk(src, cfg_);
+    const DType wdt = trunk_.weight_dtype();
+    kv_dtype_ = family::kv_dtype_for(trunk_.embed);
     // Gemma 4 measured closer to the bf16 reference with float32 activations
     // (docs/models.md), so the rounding points stay inactive.
     rnd_.dtype = DType::F32;
@@ -139,7 +133,7 @@ class Gemma4Model final : public Model {
       ones_[D] = Tensor::from_f32(std::vector<float>(static_cast<size_t>(D), 1.0f), {D}).to(device_);
       layers_.push_back(std::move(ly));
     }
-    weight_bytes_ += embed_.nbytes() + (ple_embed_.defined() ? ple_embed_.nbytes() + ple_proj_.nbytes() : 0);
+    weight_bytes_ += trunk_.bytes() + (ple_embed_.defined() ? ple_embed_.nbytes() + ple_proj_.nbytes() : 0);
   }
 
   const ModelConfig& config() const override { return cfg_; }
@@ -165,7 +159,7 @@ class Gemma4Model final : public Model {
     family::BatchPlan plan = family::plan_batch(in, device_);
     const int64_t N = plan.n, nl = cfg_.num_hidden_layers;
     const family::ActRound& r = rnd_;
-    Tensor x = r(ops::scale(ops::embedding(embed_, plan.ids), embed_scale_));
+    Tensor x = r(ops::scale(ops::embedding(trunk_.embed, plan.ids), embed_scale_));
     Tensor ple;  // [N, layers, ple_dim]
     if (ple_dim_ > 0) {
       Tensor tok = r(ops::scale(ops::embedding(ple_embed_, plan.ids), ple_embed_scale_)).reshape({N, nl, ple_dim_});
@@ -209,8 +203,8 @@ class Gemma4Model final : public Model {
       if (L.scalar != 1.0f) x = r(ops::scale(x, L.scalar));
     }
     if (static_cast<int64_t>(plan.pick.size()) != N) x = ops::gather_rows(x, plan.pick);
-    x = r(ops::rms_norm(x, final_norm_, eps_));
-    Tensor logits = r(ops::linear(x, lm_head_));
+    x = r(ops::rms_norm(x, trunk_.final_norm, eps_));
+    Tensor logits = r(ops::linear(x, trunk_.lm_head));
     if (final_softcap_ > 0) logits = r(ops::softcap(logits, final_softcap_));
     return ops::cast(logits, DType::F32);
   }
@@ -248,8 +242,9 @@ class Gemma4Model final : public Model {
   int64_t ple_dim_ = 0, first_shared_ = 0;
   size_t weight_bytes_ = 0;
   family::ActRound rnd_;
-  Weight embed_, lm_head_, ple_embed_, ple_proj_;
-  Tensor final_norm_, ple_norm_;
+  family::Trunk trunk_;
+  Weight ple_embed_, ple_proj_;
+  Tensor ple_norm_;
   std::map<int64_t, Tensor> ones_;
   std::vector<Layer> layers_;
 };

@@ -38,15 +38,9 @@ class HybridModel final : public Model {
     if (cfg_.raw->contains("mlp_only_layers") && (*cfg_.raw)["mlp_only_layers"].is_array())
       for (const auto& v : (*cfg_.raw)["mlp_only_layers"]) mlp_only.push_back(v.get<int64_t>());
 
-    embed_ = src.matrix("model.embed_tokens.weight");
-    expect_shape(embed_, cfg_.vocab_size, hid, "model.embed_tokens.weight");
-    lm_head_ = embed_;
-    if (!cfg_.tie_word_embeddings && src.has("lm_head.weight")) lm_head_ = src.matrix("lm_head.weight");
-    expect_shape(lm_head_, cfg_.vocab_size, hid, "lm_head.weight");
-    final_norm_ = src.vector("model.norm.weight");
-    expect_len(final_norm_, hid, "model.norm.weight");
-    const DType wdt = embed_.is_affine() || is_quantized(embed_.dtype()) ? DType::F32 : embed_.dtype();
-    kv_dtype_ = family::kv_dtype_for(embed_);
+    trunk_ = family::load_trunk(src, cfg_);
+    const DType wdt = trunk_.weight_dtype();
+    kv_dtype_ = family::kv_dtype_for(trunk_.embed);
     rnd_.dtype = family::reference_dtype(wdt);
     rope_ = make_rope_spec(cfg_.rope_for("full_attention"), static_cast<int>(D));
 
@@ -100,7 +94,7 @@ class HybridModel final : public Model {
       ly.act = act;
       layers_.push_back(std::move(ly));
     }
-    weight_bytes_ += family::embedding_bytes(embed_, lm_head_);
+    weight_bytes_ += trunk_.bytes();
   }
 
   const ModelConfig& config() const override { return cfg_; }
@@ -127,7 +121,7 @@ class HybridModel final : public Model {
     family::BatchPlan plan = family::plan_batch(in, device_);
     const int64_t N = plan.n, H = cfg_.num_attention_heads, KV = cfg_.num_key_value_heads, D = cfg_.head_dim;
     const family::ActRound& r = rnd_;
-    Tensor x = ops::embedding(embed_, plan.ids);
+    Tensor x = ops::embedding(trunk_.embed, plan.ids);
     for (size_t li = 0; li < layers_.size(); ++li) {
       const Layer& L = layers_[li];
       Tensor h = r(ops::rms_norm(x, L.attn_norm, eps_, true));
@@ -154,8 +148,8 @@ class HybridModel final : public Model {
       x = r(ops::add(x, r(m)));
     }
     if (static_cast<int64_t>(plan.pick.size()) != N) x = ops::gather_rows(x, plan.pick);
-    x = r(ops::rms_norm(x, final_norm_, eps_, true));
-    return ops::cast(r(ops::linear(x, lm_head_)), DType::F32);
+    x = r(ops::rms_norm(x, trunk_.final_norm, eps_, true));
+    return ops::cast(r(ops::linear(x, trunk_.lm_head)), DType::F32);
   }
 
  private:
@@ -174,8 +168,7 @@ class HybridModel final : public Model {
   family::ActRound rnd_;
   size_t weight_bytes_ = 0;
   RopeSpec rope_;
-  Weight embed_, lm_head_;
-  Tensor final_norm_;
+  family::Trunk trunk_;
   std::vector<Layer> layers_;
 };
 

@@ -90,6 +90,7 @@ DecoderModel::DecoderModel(const ModelConfig& cfg, const WeightSource& src, cons
   weight_bytes_ += trunk_.bytes();
   rope_ = make_rope_spec(cfg_.rope_for("full_attention"), static_cast<int>(D), opt_.interleaved_rope);
   kv_dtype_ = family::kv_dtype_for(trunk_.embed);
+  window_ = cfg_.sliding_window > 0 && cfg_.model_type == "mistral" ? cfg_.sliding_window : 0;
 }
 
 std::vector<kv::LayerSpec> DecoderModel::cache_layout() const {
@@ -97,7 +98,7 @@ std::vector<kv::LayerSpec> DecoderModel::cache_layout() const {
   s.kv_heads = cfg_.num_key_value_heads;
   s.head_dim = cfg_.head_dim;
   s.v_head_dim = cfg_.head_dim;
-  s.window = cfg_.sliding_window > 0 && cfg_.model_type == "mistral" ? cfg_.sliding_window : 0;
+  s.window = window_;
   return std::vector<kv::LayerSpec>(static_cast<size_t>(cfg_.num_hidden_layers), s);
 }
 
@@ -131,7 +132,7 @@ Tensor DecoderModel::attention_block(const Layer& L, int li, const Tensor& h, co
   ops::rope_pair_inplace(q, k, positions, rope_);
   AttnParams ap;
   ap.scale = 1.0f / std::sqrt(static_cast<float>(D));
-  ap.window = cache_layout()[static_cast<size_t>(li)].window;
+  ap.window = window_;
   // A decode step (one token per sequence): the KV layer writes and attends
   // all rows in one launch each where its stores allow; else one sequence at a time.
   if (static_cast<int64_t>(in.seqs.size()) == N) {

@@ -54,6 +54,7 @@ class DecoderModel final : public Model {
   Device device_;
   Collective* tp_ = nullptr;
   DType kv_dtype_;
+  int64_t window_ = 0;  // sliding window of every layer (Mistral), 0: none
   size_t weight_bytes_ = 0;
   family::Trunk trunk_;
   std::vector<Layer> layers_;

@@ -150,10 +150,17 @@ const QuantKernels* quant_kernels(DType key) {
   return g_quant_set[static_cast<int>(key)] ? &g_quant[static_cast<int>(key)] : nullptr;
 }
 
-void linear_dense(const float* x, int64_t n, int64_t k, const void* w, DType wdt, int64_t ldw, int64_t m,
-                  float* y) {
+namespace {
+// Both dense products take f32 / bf16 / f16 weight rows.
+void check_dense_weights(DType wdt) {
   if (wdt != DType::F32 && wdt != DType::BF16 && wdt != DType::F16)
     fail(ErrorKind::Unsupported, "dense linear on ", dtype_name(wdt), " weights");
+}
+}  // namespace
+
+void linear_dense(const float* x, int64_t n, int64_t k, const void* w, DType wdt, int64_t ldw, int64_t m,
+                  float* y) {
+  check_dense_weights(wdt);
   if (n <= 0 || m <= 0) return;
   const KernelTable& t = kt();
   const size_t es = dtype_size(wdt);
@@ -182,8 +189,7 @@ void linear_dense(const float* x, int64_t n, int64_t k, const void* w, DType wdt
 
 void linear_bulk(const float* x, int64_t n, int64_t k, const void* w, DType wdt, int64_t ldw, int64_t m,
                  float* y) {
-  if (wdt != DType::F32 && wdt != DType::BF16 && wdt != DType::F16)
-    fail(ErrorKind::Unsupported, "dense linear on ", dtype_name(wdt), " weights");
+  check_dense_weights(wdt);
   if (n <= 0 || m <= 0) return;
   const KernelTable& t = kt();
   const size_t es = dtype_size(wdt);

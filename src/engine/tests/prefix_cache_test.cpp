@@ -38,6 +38,16 @@ std::unique_ptr<Model> prefix_model() {
   return load_model(dir);
 }
 
+// A fresh cache of `model` holding `ids`.
+std::unique_ptr<kv::SequenceCache> prefilled(Model& model, const std::vector<int32_t>& ids) {
+  auto c = new_cache(model);
+  BatchInput in;
+  in.tokens = ids;
+  in.seqs.push_back({c.get(), static_cast<int64_t>(ids.size()), false});
+  model.forward(in);
+  return c;
+}
+
 std::vector<int32_t> random_ids(size_t n, uint32_t seed, int32_t vocab) {
   std::mt19937 g(seed);
   std::vector<int32_t> v(n);
@@ -95,17 +105,9 @@ TEST(PrefixCache, ChainLookupForkAndEviction) {
 TEST(PrefixCache, EvictingANewerEntryKeepsSharedBlocksOfAnOlderOne) {
   auto model = prefix_model();
   PrefixCache pc(7, 4);
-  auto prefill = [&](const std::vector<int32_t>& ids) {
-    auto c = new_cache(*model);
-    BatchInput in;
-    in.tokens = ids;
-    in.seqs.push_back({c.get(), static_cast<int64_t>(ids.size()), false});
-    model->forward(in);
-    return c;
-  };
   std::vector<int32_t> a = {1, 2, 3, 4, 5, 6, 7, 8}, b = {1, 2, 3, 4, 9, 9, 9, 9}, q = {1, 2, 3, 4, 0, 0};
-  pc.publish(a, 8, *prefill(a), 1);
-  pc.publish(b, 8, *prefill(b), 1);  // now the shared first block points at b's entry
+  pc.publish(a, 8, *prefilled(*model, a), 1);
+  pc.publish(b, 8, *prefilled(*model, b), 1);  // now the shared first block points at b's entry
   const auto hit_a = pc.lookup(a, 8);
   ASSERT_EQ(hit_a.tokens, 8);
   ASSERT_TRUE(pc.evict_one(hit_a.entry));  // evicts b
@@ -235,11 +237,7 @@ TEST(PrefixCache, ScopesNeverShareEntries) {
   PrefixCache pc(42, 4);
   std::vector<int32_t> a = {1, 2, 3, 4, 5, 6, 7, 8, 9};
   auto model = prefix_model();
-  auto cache = new_cache(*model);
-  BatchInput in;
-  in.tokens = a;
-  in.seqs.push_back({cache.get(), 9, false});
-  model->forward(in);
+  auto cache = prefilled(*model, a);
   pc.publish(a, 9, *cache, 100, /*scope=*/7);
   EXPECT_EQ(pc.lookup(a, 9, 7).tokens, 8);
   EXPECT_EQ(pc.lookup(a, 9).tokens, 0);
@@ -261,18 +259,10 @@ TEST(PrefixCache, ScopesNeverShareEntries) {
 TEST(PrefixCache, PinnedEntriesAreEvictedLast) {
   auto model = prefix_model();
   PrefixCache pc(9, 4);
-  auto prefill = [&](const std::vector<int32_t>& ids) {
-    auto c = new_cache(*model);
-    BatchInput in;
-    in.tokens = ids;
-    in.seqs.push_back({c.get(), static_cast<int64_t>(ids.size()), false});
-    model->forward(in);
-    return c;
-  };
   std::vector<int32_t> a = {1, 2, 3, 4}, b = {5, 6, 7, 8}, c = {9, 10, 11, 12};
-  pc.publish(a, 4, *prefill(a), 1);  // the least recently used, but pinned
-  pc.publish(b, 4, *prefill(b), 1);
-  pc.publish(c, 4, *prefill(c), 1);
+  pc.publish(a, 4, *prefilled(*model, a), 1);  // the least recently used, but pinned
+  pc.publish(b, 4, *prefilled(*model, b), 1);
+  pc.publish(c, 4, *prefilled(*model, c), 1);
   pc.pin(a, 4, PrefixCache::Clock::now() + std::chrono::hours(1));
   pc.pin(b, 4, PrefixCache::Clock::now() - std::chrono::seconds(1));  // expired: no preference
   ASSERT_TRUE(pc.evict_one());

@@ -8,7 +8,7 @@
 #      in fuzz/corpus/<target>/; any crash, leak, timeout or sanitizer report fails.
 #   3. build-tsan/: clang, ThreadSanitizer, the engine (scheduler), server and tensor-parallel unit tests.
 # Usage: scripts/test-sanitizers.sh [asan|fuzz|tsan ...]   (default: all three)
-# ASan at -O0, TSan at -O1, line tables only: -O0 halves the ASan build on two
+# ASan at -O0 (five slow-test modules at -O1: cmake/ingot.cmake), TSan at -O1, line tables only: -O0 halves the ASan build on two
 # cores (its tests run ~3x slower, a smaller cost; docs/reliability.md).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"

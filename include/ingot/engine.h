@@ -177,6 +177,14 @@ struct Stats {
   int64_t disk_cache_files = 0, disk_cache_bytes = 0;
   int64_t disk_cache_writes = 0, disk_cache_dropped = 0, disk_cache_failed = 0;
   int64_t disk_cache_evictions = 0, disk_cache_refused = 0;
+  // Batched steps (one forward pass each), the sequences and tokens they
+  // carried, and where their wall time went: scheduling (admission, building
+  // the batch), the forward pass (with the batched sampler's token selection;
+  // on a GPU this waits for the device), token selection on the host (rows the
+  // batched sampler does not take), and handing tokens to the streams (stop
+  // checks, detokenizing, draft verification).
+  int64_t steps = 0, step_sequences = 0, step_tokens = 0;
+  double step_schedule_seconds = 0, step_forward_seconds = 0, step_sample_seconds = 0, step_emit_seconds = 0;
 };
 
 class Engine {

@@ -2,6 +2,7 @@
 // scheduler loop that runs on the engine thread.
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -178,6 +179,9 @@ class EngineImpl final : public Engine {
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;  // admission order
   Stats local_;
+  // When this step's scheduling began (admission and batch building, not the
+  // embedding passes): the start of Stats::step_schedule_seconds.
+  std::chrono::steady_clock::time_point step_started_;
   std::thread thread_;
 };
 

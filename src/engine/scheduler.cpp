@@ -230,6 +230,10 @@ void EngineImpl::run_batch() {
   Tensor logits;
   std::vector<std::optional<sampling::Sampled>> picks;
   const auto started = std::chrono::steady_clock::now();
+  ++local_.steps;
+  local_.step_sequences += static_cast<int64_t>(rows.size());
+  local_.step_tokens += static_cast<int64_t>(in.tokens.size());
+  local_.step_schedule_seconds += std::chrono::duration<double>(started - step_started_).count();
   try {
     logits = model_.forward(in);
     if (batched)
@@ -240,10 +244,21 @@ void EngineImpl::run_batch() {
     for (Sequence* s : rows) finish(*s, FinishReason::Error, e.what());
     return;
   }
+  const auto forwarded = std::chrono::steady_clock::now();
+  const double forward_seconds = std::chrono::duration<double>(forwarded - started).count();
+  local_.step_forward_seconds += forward_seconds;
   // Decode and verification steps teach the cost of a verification row.
-  if (drafter_ && rows.size() == decoding.size())
-    step_cost_.observe(static_cast<int64_t>(in.tokens.size()),
-                       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  if (drafter_ && rows.size() == decoding.size()) step_cost_.observe(static_cast<int64_t>(in.tokens.size()), forward_seconds);
+  // The rest of this function, however it returns, less host sampling (its own phase).
+  struct EmitClock {
+    Stats& stats;
+    std::chrono::steady_clock::time_point from;
+    double sampled_before;
+    ~EmitClock() {
+      stats.step_emit_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - from).count() -
+                                 (stats.step_sample_seconds - sampled_before);
+    }
+  } emit_clock{local_, forwarded, local_.step_sample_seconds};
   const int64_t V = model_.vocab_size();
   const float* L = batched ? nullptr : logits.data<float>();
   int64_t row = 0;
@@ -284,7 +299,15 @@ void EngineImpl::run_batch() {
       continue;
     }
     sampling::Sampled t;
-    if (batched ? take_pick(s, t = *picks[i]) : sample_next(s, last, V, &t)) emit_token(s, t);
+    bool picked;
+    if (batched) {
+      picked = take_pick(s, t = *picks[i]);
+    } else {
+      const auto at = std::chrono::steady_clock::now();
+      picked = sample_next(s, last, V, &t);
+      local_.step_sample_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - at).count();
+    }
+    if (picked) emit_token(s, t);
   }
 }
 
@@ -373,12 +396,15 @@ void EngineImpl::update_stats() {
 }
 
 bool EngineImpl::step() {
+  const auto started = std::chrono::steady_clock::now();
   take_incoming();
   reap_cancelled();
   admit();
   const bool busy = !running_.empty();
   if (busy) {
+    const auto admitted = std::chrono::steady_clock::now();
     run_embeddings();
+    step_started_ = std::chrono::steady_clock::now() - (admitted - started);
     run_batch();
   }
   std::erase_if(running_, [](const auto& s) { return s->state == SeqState::Finished || s->state == SeqState::Cancelled; });

@@ -28,6 +28,17 @@ float row_logsumexp(const float* row, int64_t v) {
 
 namespace {
 
+// Four-float vectors (GCC / Clang vector extensions: SSE on any x86-64).
+typedef float V4 __attribute__((vector_size(16)));
+constexpr int kVecs = 4;           // independent accumulators
+constexpr int64_t kBlock = 4 * kVecs;
+inline V4 splat(float x) { return V4{x, x, x, x}; }
+inline V4 load(const float* p) {
+  V4 x;
+  __builtin_memcpy(&x, p, sizeof x);
+  return x;
+}
+
 // The pick without the log-sum-exp, where that cannot change it: subtracting
 // one value and rounding to f32 never reorders two logits, so the rounded
 // log-softmax can only tie (and hand the pick to a lower id) between logits
@@ -37,11 +48,27 @@ namespace {
 // logit or the row is not finite (NaN, +inf, all -inf): the full rule decides.
 int64_t clear_argmax(const float* row, int64_t v) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
+  // The row is 100k+ floats, read once per sampled token: scanned in vectors
+  // (lane-wise max, and a lane flag for NaN / +inf, which fail x < inf).
+  int64_t j = 0;
+  V4 vmax[kVecs], vbad[kVecs];
+  for (int k = 0; k < kVecs; ++k) vmax[k] = splat(-kInf), vbad[k] = V4{};
+  for (; j + kBlock <= v; j += kBlock)
+    for (int k = 0; k < kVecs; ++k) {
+      const V4 x = load(row + j + 4 * k);
+      vmax[k] = x > vmax[k] ? x : vmax[k];
+      vbad[k] = (x < splat(kInf)) ? vbad[k] : splat(1.0f);
+    }
   float mx = -kInf;
   bool finite = true;
-  for (int64_t j = 0; j < v; ++j) {
+  for (int k = 0; k < kVecs; ++k)
+    for (int l = 0; l < 4; ++l) {
+      mx = vmax[k][l] > mx ? vmax[k][l] : mx;
+      finite &= vbad[k][l] == 0.0f;
+    }
+  for (; j < v; ++j) {
     mx = row[j] > mx ? row[j] : mx;
-    finite &= row[j] < kInf;  // false for NaN and +inf
+    finite &= row[j] < kInf;
   }
   if (!finite || mx == -kInf) return -1;
   // |x - lse| <= log(v) + 1 + ulp(max) for the logits that matter; two of them
@@ -52,8 +79,19 @@ int64_t clear_argmax(const float* row, int64_t v) {
   const double thr_d = static_cast<double>(mx) - margin;
   float thr = static_cast<float>(thr_d);
   if (static_cast<double>(thr) > thr_d) thr = std::nextafter(thr, -kInf);  // round down: never fewer candidates
+  // Candidates at or above thr: the max itself; any other makes the pick unclear.
   int64_t pick = -1;
-  for (int64_t j = 0; j < v; ++j) {
+  for (j = 0; j + kBlock <= v; j += kBlock) {
+    V4 hit{};
+    for (int k = 0; k < kVecs; ++k) hit = load(row + j + 4 * k) >= splat(thr) ? splat(1.0f) : hit;
+    if (hit[0] + hit[1] + hit[2] + hit[3] == 0.0f) continue;
+    for (int64_t i = j; i < j + kBlock; ++i) {
+      if (row[i] < thr) continue;
+      if (pick >= 0) return -1;
+      pick = i;
+    }
+  }
+  for (; j < v; ++j) {
     if (row[j] < thr) continue;
     if (pick >= 0) return -1;
     pick = j;

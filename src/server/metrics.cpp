@@ -124,6 +124,18 @@ std::string Metrics::render(const engine::Stats& s) const {
   counter("ingot_spec_decode_draft_tokens_total", "Draft tokens verified.", static_cast<double>(s.spec_draft_tokens));
   counter("ingot_spec_decode_accepted_tokens_total", "Draft tokens the model kept.",
           static_cast<double>(s.spec_accepted_tokens));
+  counter("ingot_engine_steps_total", "Batched forward passes (engine steps).", static_cast<double>(s.steps));
+  counter("ingot_engine_step_sequences_total", "Sequences carried by engine steps (decode rows and prefill chunks).",
+          static_cast<double>(s.step_sequences));
+  counter("ingot_engine_step_tokens_total", "Tokens carried by engine steps.", static_cast<double>(s.step_tokens));
+  os << "# HELP ingot_engine_step_seconds_total Wall time of engine steps by phase: schedule (admission, batch "
+        "building), forward (the pass, with batched token selection), sample (token selection on the host), emit "
+        "(stop checks, detokenizing, streaming).\n"
+     << "# TYPE ingot_engine_step_seconds_total counter\n"
+     << "ingot_engine_step_seconds_total{phase=\"schedule\"} " << fmt(s.step_schedule_seconds) << '\n'
+     << "ingot_engine_step_seconds_total{phase=\"forward\"} " << fmt(s.step_forward_seconds) << '\n'
+     << "ingot_engine_step_seconds_total{phase=\"sample\"} " << fmt(s.step_sample_seconds) << '\n'
+     << "ingot_engine_step_seconds_total{phase=\"emit\"} " << fmt(s.step_emit_seconds) << '\n';
   // Per tier: RAM (forked from an entry) and disk (restored from a snapshot).
   auto by_tier = [&](const char* name, const char* help, double ram, double disk) {
     os << "# HELP " << name << ' ' << help << "\n# TYPE " << name << " counter\n"

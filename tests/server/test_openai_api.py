@@ -142,3 +142,21 @@ def test_metrics_exposition(server, client):
                  "ingot_time_per_output_token_seconds_count", "ingot_generation_tokens_total"]:
         assert name in m, name
     assert m["ingot_time_to_first_token_seconds_count"] >= 1
+
+
+def test_engine_step_metrics_account_for_a_request(server, client):
+    before = server.metrics()
+    r = client.chat.completions.create(model="default", messages=MSG, max_tokens=6, temperature=0)
+    after = server.metrics()
+
+    def grew(name):
+        return after[name] - before.get(name, 0)
+
+    generated = r.usage.completion_tokens
+    # One step per generated token at most (a prefill in chunks adds steps; a draft saves some).
+    assert grew("ingot_engine_steps_total") >= 1
+    assert grew("ingot_engine_step_tokens_total") >= r.usage.prompt_tokens - r.usage.prompt_tokens_details.cached_tokens
+    assert grew("ingot_engine_step_sequences_total") >= grew("ingot_engine_steps_total")
+    phases = {p: grew(f'ingot_engine_step_seconds_total{{phase="{p}"}}') for p in ("schedule", "forward", "sample", "emit")}
+    assert phases["forward"] > 0 and min(phases.values()) >= 0
+    assert generated >= 1

@@ -45,6 +45,13 @@ TEST(Greedy, LowestIdWinsTiesAndNonFiniteRowGivesZero) {
   std::vector<float> nan_row(10, 1.0f);
   nan_row[3] = std::numeric_limits<float>::quiet_NaN();
   EXPECT_EQ(greedy_token(nan_row.data(), 10), 0);
+  // The same inside the vectorised part of a long row, with and without a logprob.
+  std::vector<float> long_nan(5000, 1.0f);
+  long_nan[4321] = 9.0f;
+  long_nan[1234] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(greedy_token(long_nan.data(), 5000), 0);
+  float lp = 0;
+  EXPECT_EQ(greedy_token(long_nan.data(), 5000, &lp), 0);
   // Two logits that differ by less than the f32 spacing after subtracting the
   // logsumexp tie in log-softmax space: the lower id wins.
   std::vector<float> close = {1000.0f, 1000.0f + 6e-5f, -5.0f};

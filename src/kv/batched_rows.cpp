@@ -122,4 +122,41 @@ Tensor append_attend_rows(const std::vector<LayerCache*>& layers, const Tensor& 
   return out;
 }
 
+Tensor append_attend_batch(const std::vector<LayerCache*>& layers, const std::vector<int64_t>& n_tokens,
+                           const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& positions,
+                           const AttnParams& p) {
+  INGOT_CHECK(layers.size() == n_tokens.size(), "append_attend_batch: ", layers.size(), " layers for ",
+              n_tokens.size(), " sequences");
+  std::vector<Tensor> outs;
+  auto alone = [&](size_t i, int64_t a) {
+    const int64_t b = a + n_tokens[i];
+    layers[i]->append(k.slice(0, a, b), v.slice(0, a, b));
+    outs.push_back(layers[i]->attend(q.slice(0, a, b).contiguous(), p));
+  };
+  int64_t row = 0;
+  for (size_t i = 0; i < layers.size();) {
+    size_t j = i;
+    while (j < layers.size() && n_tokens[j] == 1) ++j;
+    if (j - i >= 2) {
+      const auto a = row, b = row + static_cast<int64_t>(j - i);
+      const std::vector<LayerCache*> run(layers.begin() + static_cast<std::ptrdiff_t>(i),
+                                         layers.begin() + static_cast<std::ptrdiff_t>(j));
+      Tensor o = append_attend_rows(run, q.slice(0, a, b), k.slice(0, a, b), v.slice(0, a, b),
+                                    positions.slice(0, a, b), nullptr, p);
+      if (o.defined()) {
+        outs.push_back(std::move(o));
+      } else {
+        for (size_t r = i; r < j; ++r) alone(r, a + static_cast<int64_t>(r - i));
+      }
+      row = b;
+      i = j;
+      continue;
+    }
+    alone(i, row);
+    row += n_tokens[i];
+    ++i;
+  }
+  return outs.size() == 1 ? outs[0] : ops::concat_rows(outs);
+}
+
 }  // namespace ingot::kv

@@ -3,9 +3,9 @@
 // of one shape and dtype, or in paged stores read in place, one write and
 // one attention launch (one parallel job on the CPU) serve the whole batch
 // (each query row reads its own sequence's buffers and key count).
-// Devices register the kernels; where none are registered, or the batch does
-// not fit (other stores, prefill chunks, mixed shapes), the caller runs its
-// per-sequence loop, which gives the same numbers.
+// Devices register the kernels; where none are registered, or the rows do
+// not fit (other stores, mixed shapes), each sequence runs alone, which
+// gives the same numbers.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -36,5 +36,15 @@ void register_rows_kernels(Device d, RowsStepFn fn);
 // in one launch each. Undefined result (nothing done) when it does not apply.
 Tensor append_attend_rows(const std::vector<LayerCache*>& layers, const Tensor& q, const Tensor& k, const Tensor& v,
                           const Tensor& positions, const Tensor* kv_lens, const AttnParams& p);
+
+// A forward pass's appends and attention, sequence i bringing n_tokens[i]
+// consecutive rows of q [N, H, D] / k / v / positions: each run of two or
+// more one-token sequences (decode rows) goes through append_attend_rows,
+// so a step that also carries prefill chunks or drafts keeps its decode rows
+// in one launch; every other sequence appends and attends alone. -> the
+// attention rows in batch order (the same numbers as one sequence at a time).
+Tensor append_attend_batch(const std::vector<LayerCache*>& layers, const std::vector<int64_t>& n_tokens,
+                           const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& positions,
+                           const AttnParams& p);
 
 }  // namespace ingot::kv

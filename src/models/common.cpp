@@ -62,21 +62,13 @@ void expect_len(const Tensor& t, int64_t n, const std::string& name) {
 
 Tensor attend_with_cache(const BatchInput& in, const BatchPlan& plan, int li, const Tensor& q, const Tensor& k,
                          const Tensor& v, const AttnParams& p) {
-  // A decode step: every sequence's row in one job where the stores allow.
-  if (static_cast<int64_t>(in.seqs.size()) == plan.n && q.ndim() == 3) {
-    std::vector<kv::LayerCache*> layers;
-    for (const SeqInput& s : in.seqs) layers.push_back(&s.cache->layer(li));
-    Tensor o = kv::append_attend_rows(layers, q, k, v, plan.positions, nullptr, p);
-    if (o.defined()) return o;
+  std::vector<kv::LayerCache*> layers;
+  std::vector<int64_t> n_tokens;
+  for (const SeqInput& s : in.seqs) {
+    layers.push_back(&s.cache->layer(li));
+    n_tokens.push_back(s.n_tokens);
   }
-  std::vector<Tensor> outs;
-  for (size_t s = 0; s < in.seqs.size(); ++s) {
-    const int64_t a = plan.starts[s], b = a + in.seqs[s].n_tokens;
-    auto& lc = in.seqs[s].cache->layer(li);
-    lc.append(k.slice(0, a, b), v.slice(0, a, b));
-    outs.push_back(lc.attend(q.slice(0, a, b).contiguous(), p));
-  }
-  return outs.size() == 1 ? outs[0] : ops::concat_rows(outs);
+  return kv::append_attend_batch(layers, n_tokens, q, k, v, plan.positions, p);
 }
 
 Tensor attend_shared(const BatchInput& in, const BatchPlan& plan, int li, const Tensor& q, const AttnParams& p) {

@@ -133,32 +133,26 @@ Tensor DecoderModel::attention_block(const Layer& L, int li, const Tensor& h, co
   AttnParams ap;
   ap.scale = 1.0f / std::sqrt(static_cast<float>(D));
   ap.window = window_;
-  // A decode step (one token per sequence): the KV layer writes and attends
-  // all rows in one launch each where its stores allow; else one sequence at a time.
-  if (static_cast<int64_t>(in.seqs.size()) == N) {
-    std::vector<kv::LayerCache*> layers;
-    for (const SeqInput& s : in.seqs) layers.push_back(&s.cache->layer(li));
-    Tensor o = kv::append_attend_rows(layers, q, k, v, positions, in.step ? &in.step->kv_lens : nullptr, ap);
-    if (o.defined()) return o.reshape({N, H * D});
+  std::vector<kv::LayerCache*> layers;
+  std::vector<int64_t> n_tokens;
+  for (const SeqInput& s : in.seqs) {
+    layers.push_back(&s.cache->layer(li));
+    n_tokens.push_back(s.n_tokens);
   }
+  if (!in.step) return kv::append_attend_batch(layers, n_tokens, q, k, v, positions, ap).reshape({N, H * D});
+  // A captured step (decode rows only): keys are written at the device
+  // positions and counted by the device key lengths, all rows in one launch
+  // where the stores allow.
+  Tensor o = kv::append_attend_rows(layers, q, k, v, positions, &in.step->kv_lens, ap);
+  if (o.defined()) return o.reshape({N, H * D});
   std::vector<Tensor> outs;
-  int64_t row = 0;
   for (size_t si = 0; si < in.seqs.size(); ++si) {
-    const SeqInput& s = in.seqs[si];
-    auto& lc = s.cache->layer(li);
-    Tensor ks = k.slice(0, row, row + s.n_tokens), vs = v.slice(0, row, row + s.n_tokens);
-    Tensor qs = q.slice(0, row, row + s.n_tokens).contiguous();
-    if (in.step) {
-      lc.append_at(ks, vs, positions.slice(0, row, row + s.n_tokens));
-      const int64_t j = static_cast<int64_t>(si);
-      outs.push_back(lc.attend_upto(qs, ap, in.step->kv_lens.slice(0, j, j + 1)));
-    } else {
-      lc.append(ks, vs);
-      outs.push_back(lc.attend(qs, ap));
-    }
-    row += s.n_tokens;
+    const auto j = static_cast<int64_t>(si);
+    Tensor qs = q.slice(0, j, j + 1).contiguous();
+    layers[si]->append_at(k.slice(0, j, j + 1), v.slice(0, j, j + 1), positions.slice(0, j, j + 1));
+    outs.push_back(layers[si]->attend_upto(qs, ap, in.step->kv_lens.slice(0, j, j + 1)));
   }
-  Tensor o = outs.size() == 1 ? outs[0] : ops::concat_rows(outs);
+  o = outs.size() == 1 ? outs[0] : ops::concat_rows(outs);
   return o.reshape({N, H * D});
 }
 

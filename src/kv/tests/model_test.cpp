@@ -152,6 +152,55 @@ INSTANTIATE_TEST_SUITE_P(Goldens, RowsDecode,
                                            std::pair<const char*, double>{"qwen3_5-float32", 1e-6},
                                            std::pair<const char*, double>{"qwen3_5-bfloat16", 3e-2}));
 
+// A step that carries prefill chunks and draft rows beside its decode rows
+// keeps the decode rows in one batched job (kv::append_attend_batch); every
+// sequence's rows must still be its solo rows, in every family.
+class MixedStep : public ::testing::TestWithParam<std::pair<const char*, double>> {};
+
+TEST_P(MixedStep, DecodeRowsBesidePrefillChunksAndDraftsMatchEachAlone) {
+  auto model = load_model(golden(GetParam().first));
+  const double tol = GetParam().second;
+  const int64_t V = model->vocab_size();
+  // Rows each sequence brings to the step: decode rows in runs split by a
+  // prefill chunk (5) and a draft being verified (2).
+  const std::vector<int64_t> n_new = {1, 1, 5, 1, 1, 1, 2, 1};
+  auto pool = Pool::create(model->cache_layout(), model->kv_dtype(), model->device(), pool_options_for("paged"));
+  CacheOptions paged;
+  paged.kind = "paged";
+  std::vector<std::unique_ptr<SequenceCache>> together, alone;
+  std::vector<std::vector<int32_t>> extra;
+  std::vector<Tensor> solo;
+  for (size_t i = 0; i < n_new.size(); ++i) {
+    const auto p = prompt(4 + 3 * static_cast<int64_t>(i), static_cast<int64_t>(i), V);
+    extra.push_back(prompt(n_new[i], 50 + static_cast<int64_t>(i), V));
+    together.push_back(pool->new_sequence());
+    alone.push_back(new_cache(*model, paged));
+    run(*model, *together.back(), p);
+    run(*model, *alone.back(), p);
+    solo.push_back(run(*model, *alone.back(), extra.back(), true));
+  }
+  BatchInput in;
+  for (size_t i = 0; i < n_new.size(); ++i) {
+    in.tokens.insert(in.tokens.end(), extra[i].begin(), extra[i].end());
+    in.seqs.push_back({together[i].get(), n_new[i], true});
+  }
+  Tensor l = model->forward(in);
+  ASSERT_EQ(l.dim(0), static_cast<int64_t>(in.tokens.size()));
+  int64_t row = 0;
+  for (size_t i = 0; i < n_new.size(); ++i) {
+    EXPECT_LE(rel(l.slice(0, row, row + n_new[i]), solo[i]), tol) << "sequence " << i;
+    EXPECT_EQ(together[i]->offset(), alone[i]->offset()) << "sequence " << i;
+    row += n_new[i];
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Goldens, MixedStep,
+                         ::testing::Values(std::pair<const char*, double>{"llama-float32", 1e-6},
+                                           std::pair<const char*, double>{"qwen2-bfloat16", 3e-2},
+                                           std::pair<const char*, double>{"gemma3-float32", 1e-6},
+                                           std::pair<const char*, double>{"qwen3_moe-float32", 1e-6},
+                                           std::pair<const char*, double>{"qwen3_next-float32", 1e-6}));
+
 // A hybrid model's snapshot carries its recurrent (gated DeltaNet) state with
 // the attention layers' blocks: restored into the same pool, decoding goes on
 // bit for bit as in the original sequence, for every paged scheme.

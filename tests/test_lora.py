@@ -249,3 +249,16 @@ def test_quantized_gguf_base(ingot_bin, tmp_path):
     assert with_zero["greedy_ids"].tolist() == plain["greedy_ids"].tolist()
     moved = logits(ingot_bin, model, tmp_path / "r.safetensors", "--lora", real)["prompt_logits"]
     assert np.abs(moved - plain["prompt_logits"]).max() > 1e-2 * scale
+
+
+# ---- other families: the Gemma 2 / 3 goldens as bases (their own norms, GeGLU, soft-capping).
+
+@pytest.mark.parametrize("golden", ["gemma2-float32", "gemma3-float32"])
+def test_gemma_family_adapter_equals_merged(ingot_bin, shared_dir, tmp_path, golden):
+    src = shared_dir / "goldens" / golden
+    config = json.loads((src / "config.json").read_text())
+    tensors = load_file(str(src / "model.safetensors"))
+    d = write_model(tmp_path / "base", config, tensors)
+    pairs = la.random_pairs(tensors, rank=4, seed=6, std=0.3)
+    adapter = la.write_peft(tmp_path / "peft", pairs, rank=4, alpha=8)
+    check_against_merged(ingot_bin, (d, config, tensors), tmp_path, adapter, pairs, 8 / 4)

@@ -106,17 +106,31 @@ class GemmaModel final : public Model {
     return out;
   }
 
+  bool lora_targets(LoraTargets& out) const override {
+    const int64_t H = cfg_.num_attention_heads, KV = cfg_.num_key_value_heads, D = cfg_.head_dim;
+    const int64_t hid = cfg_.hidden_size, inter = cfg_.intermediate_size;
+    out.model_type = cfg_.model_type;
+    out.layers = cfg_.num_hidden_layers;
+    out.dtype = kv_dtype_;  // float32 for float32 checkpoints, else bf16
+    out.shape = {{{H * D, hid}, {KV * D, hid}, {KV * D, hid}, {hid, H * D}, {inter, hid}, {inter, hid}, {hid, inter}}};
+    return true;
+  }
+
   Tensor forward(const BatchInput& in) override {
     family::BatchPlan plan = family::plan_batch(in, device_);
     const int64_t N = plan.n, H = cfg_.num_attention_heads, KV = cfg_.num_key_value_heads, D = cfg_.head_dim;
     const family::ActRound& r = rnd_;
+    // Adapters stay beside the base weights: each projection adds its rows' update before rounding.
+    const LoraBatch lora(in);
+    const LoraBatch* lb = lora.empty() ? nullptr : &lora;
     Tensor x = r(ops::scale(ops::embedding(trunk_.embed, plan.ids), embed_scale_));
     for (size_t li = 0; li < layers_.size(); ++li) {
       const Layer& L = layers_[li];
+      const auto l = static_cast<int64_t>(li);
       Tensor h = r(ops::rms_norm(x, L.in_norm, eps_, true));
-      Tensor q = r(ops::linear(h, L.wq)).reshape({N, H, D});
-      Tensor k = r(ops::linear(h, L.wk)).reshape({N, KV, D});
-      Tensor v = r(ops::linear(h, L.wv)).reshape({N, KV, D});
+      Tensor q = r(family::lora_linear(h, L.wq, lb, l, LoraTarget::Q)).reshape({N, H, D});
+      Tensor k = r(family::lora_linear(h, L.wk, lb, l, LoraTarget::K)).reshape({N, KV, D});
+      Tensor v = r(family::lora_linear(h, L.wv, lb, l, LoraTarget::V)).reshape({N, KV, D});
       if (gemma3_) {
         q = r(ops::rms_norm(q, L.q_norm, eps_, true));
         k = r(ops::rms_norm(k, L.k_norm, eps_, true));
@@ -130,10 +144,10 @@ class GemmaModel final : public Model {
       ap.softcap = attn_softcap_;
       ap.window = L.sliding ? cfg_.sliding_window : 0;
       Tensor o = r(family::attend_with_cache(in, plan, static_cast<int>(li), q, k, v, ap));
-      Tensor a = r(ops::linear(o.reshape({N, H * D}), L.wo));
+      Tensor a = r(family::lora_linear(o.reshape({N, H * D}), L.wo, lb, l, LoraTarget::O));
       x = r(ops::add(x, r(ops::rms_norm(a, L.post_attn_norm, eps_, true))));
       h = r(ops::rms_norm(x, L.pre_ff_norm, eps_, true));
-      Tensor m = family::dense_mlp(glu_, h, L.gate, L.up, L.down, r);
+      Tensor m = family::dense_mlp(glu_, h, L.gate, L.up, L.down, r, lb, l);
       x = r(ops::add(x, r(ops::rms_norm(m, L.post_ff_norm, eps_, true))));
     }
     if (static_cast<int64_t>(plan.pick.size()) != N) x = ops::gather_rows(x, plan.pick);

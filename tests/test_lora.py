@@ -251,14 +251,30 @@ def test_quantized_gguf_base(ingot_bin, tmp_path):
     assert np.abs(moved - plain["prompt_logits"]).max() > 1e-2 * scale
 
 
-# ---- other families: the Gemma 2 / 3 goldens as bases (their own norms, GeGLU, soft-capping).
+# ---- other families: the Gemma 2 / 3 / 4 goldens as bases (their own norms, GeGLU, soft-capping; Gemma 4's
+# layers of different widths and layers that reuse another's K/V).
 
-@pytest.mark.parametrize("golden", ["gemma2-float32", "gemma3-float32"])
+@pytest.mark.parametrize("golden", ["gemma2-float32", "gemma3-float32", "gemma4-float32"])
 def test_gemma_family_adapter_equals_merged(ingot_bin, shared_dir, tmp_path, golden):
     src = shared_dir / "goldens" / golden
     config = json.loads((src / "config.json").read_text())
     tensors = load_file(str(src / "model.safetensors"))
     d = write_model(tmp_path / "base", config, tensors)
-    pairs = la.random_pairs(tensors, rank=4, seed=6, std=0.3)
+    pairs = la.random_pairs(tensors, rank=4, seed=6, std=0.3, only_present=True)
     adapter = la.write_peft(tmp_path / "peft", pairs, rank=4, alpha=8)
     check_against_merged(ingot_bin, (d, config, tensors), tmp_path, adapter, pairs, 8 / 4)
+
+
+def test_gemma4_shared_kv_layer_takes_no_kv_adapter(ingot_bin, shared_dir, tmp_path):
+    src = shared_dir / "goldens" / "gemma4-float32"
+    config = json.loads((src / "config.json").read_text())
+    tensors = load_file(str(src / "model.safetensors"))
+    d = write_model(tmp_path / "base", config, tensors)
+    shared = [i for i in range(config["num_hidden_layers"])
+              if f"model.layers.{i}.self_attn.k_proj.weight" not in tensors]
+    assert shared, "the golden has no layer that reuses another's K/V"
+    # A k_proj update shaped like the nearest layer that has one, placed on the shared layer.
+    donor = la.random_pairs(tensors, rank=2, targets=["k_proj"], layers=[0], seed=7)
+    pairs = {(shared[0], "k_proj"): donor[(0, "k_proj")]}
+    adapter = la.write_peft(tmp_path / "kv", pairs, rank=2, alpha=2)
+    assert_error(ingot_bin, (d, config, tensors), tmp_path, adapter, "takes no adapter on")

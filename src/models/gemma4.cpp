@@ -155,10 +155,32 @@ class Gemma4Model final : public Model {
     return out;
   }
 
+  // Every projection of every layer, with that layer's shapes; a layer that
+  // reuses another's K/V has no k / v projection, and one whose values are
+  // its keys has no v projection (a K adapter then reaches both, as merged).
+  bool lora_targets(LoraTargets& out) const override {
+    out.model_type = cfg_.model_type;
+    out.layers = cfg_.num_hidden_layers;
+    out.dtype = kv_dtype_;  // float32 for float32 checkpoints, else bf16
+    for (const Layer& L : layers_) {
+      auto shape = [](const Weight& w) {
+        return w.defined() ? std::array<int64_t, 2>{w.rows(), w.cols()} : std::array<int64_t, 2>{};
+      };
+      const bool own_kv = L.shared_from < 0;
+      out.per_layer.push_back({shape(L.wq), own_kv ? shape(L.wk) : std::array<int64_t, 2>{},
+                               own_kv ? shape(L.wv) : std::array<int64_t, 2>{}, shape(L.wo), shape(L.gate),
+                               shape(L.up), shape(L.down)});
+    }
+    return true;
+  }
+
   Tensor forward(const BatchInput& in) override {
     family::BatchPlan plan = family::plan_batch(in, device_);
     const int64_t N = plan.n, nl = cfg_.num_hidden_layers;
     const family::ActRound& r = rnd_;
+    // Adapters stay beside the base weights: each projection adds its rows' update before rounding.
+    const LoraBatch lora(in);
+    const LoraBatch* lb = lora.empty() ? nullptr : &lora;
     Tensor x = r(ops::scale(ops::embedding(trunk_.embed, plan.ids), embed_scale_));
     Tensor ple;  // [N, layers, ple_dim]
     if (ple_dim_ > 0) {
@@ -170,8 +192,10 @@ class Gemma4Model final : public Model {
     for (size_t li = 0; li < layers_.size(); ++li) {
       const Layer& L = layers_[li];
       const int64_t H = L.heads, KV = L.kv_heads, D = L.head_dim;
+      const auto l = static_cast<int64_t>(li);
       Tensor h = r(ops::rms_norm(x, L.in_norm, eps_));
-      Tensor q = r(ops::rms_norm(r(ops::linear(h, L.wq)).reshape({N, H, D}), L.q_norm, eps_));
+      Tensor q = r(family::lora_linear(h, L.wq, lb, l, LoraTarget::Q)).reshape({N, H, D});
+      q = r(ops::rms_norm(q, L.q_norm, eps_));
       ops::rope_inplace(q, plan.positions, L.rope);
       q = r(q);
       AttnParams ap;
@@ -181,18 +205,18 @@ class Gemma4Model final : public Model {
       if (L.shared_from >= 0) {
         o = r(family::attend_shared(in, plan, static_cast<int>(L.shared_from), q, ap));
       } else {
-        Tensor kraw = r(ops::linear(h, L.wk)).reshape({N, KV, D});
-        Tensor v = L.wv.defined() ? r(ops::linear(h, L.wv)).reshape({N, KV, D}) : kraw;
+        Tensor kraw = r(family::lora_linear(h, L.wk, lb, l, LoraTarget::K)).reshape({N, KV, D});
+        Tensor v = L.wv.defined() ? r(family::lora_linear(h, L.wv, lb, l, LoraTarget::V)).reshape({N, KV, D}) : kraw;
         Tensor k = r(ops::rms_norm(kraw, L.k_norm, eps_));
         ops::rope_inplace(k, plan.positions, L.rope);
         k = r(k);
         v = r(ops::rms_norm(v, ones_.at(D), eps_));
         o = r(family::attend_with_cache(in, plan, static_cast<int>(li), q, k, v, ap));
       }
-      Tensor a = r(ops::linear(o.reshape({N, H * D}), L.wo));
+      Tensor a = r(family::lora_linear(o.reshape({N, H * D}), L.wo, lb, l, LoraTarget::O));
       x = r(ops::add(x, r(ops::rms_norm(a, L.post_attn_norm, eps_))));
       h = r(ops::rms_norm(x, L.pre_ff_norm, eps_));
-      Tensor m = family::dense_mlp(glu_, h, L.gate, L.up, L.down, r);
+      Tensor m = family::dense_mlp(glu_, h, L.gate, L.up, L.down, r, lb, l);
       x = r(ops::add(x, r(ops::rms_norm(m, L.post_ff_norm, eps_))));
       if (ple_dim_ > 0) {
         Tensor mine = ple.slice(1, static_cast<int64_t>(li), static_cast<int64_t>(li) + 1).contiguous()

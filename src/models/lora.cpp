@@ -249,7 +249,7 @@ std::shared_ptr<const LoraAdapter> LoraAdapter::load(const std::string& dir, con
     if (layer >= targets.layers)
       fail(ErrorKind::InvalidArgument, "LoRA adapter: ", what, " is beyond the base model's ", targets.layers,
            " layers (an adapter for another model?)");
-    const auto [rows, cols] = targets.shape[static_cast<size_t>(t)];
+    const auto [rows, cols] = targets.shape_of(layer, static_cast<LoraTarget>(t));
     if (rows == 0) fail(ErrorKind::Unsupported, "LoRA adapter: ", targets.model_type, " takes no adapter on ", what);
     Tensor a = to_f32_matrix(raw.a, p.transposed, 1.0f, raw.a_name);
     Tensor b = to_f32_matrix(raw.b, p.transposed, p.scale, raw.b_name);
@@ -270,12 +270,12 @@ std::shared_ptr<const LoraAdapter> LoraAdapter::load(const std::string& dir, con
 
 bool LoraAdapter::fits(const LoraTargets& targets) const {
   if (static_cast<int64_t>(layers_.size()) != targets.layers) return false;
-  for (const auto& layer : layers_)
+  for (size_t l = 0; l < layers_.size(); ++l)
     for (int t = 0; t < kLoraTargets; ++t)
-      if (const Pair* p = layer[static_cast<size_t>(t)].get())
-        if (p->b.rows() != targets.shape[static_cast<size_t>(t)][0] ||
-            p->a.cols() != targets.shape[static_cast<size_t>(t)][1])
-          return false;
+      if (const Pair* p = layers_[l][static_cast<size_t>(t)].get()) {
+        const auto [rows, cols] = targets.shape_of(static_cast<int64_t>(l), static_cast<LoraTarget>(t));
+        if (p->b.rows() != rows || p->a.cols() != cols) return false;
+      }
   return true;
 }
 
@@ -284,7 +284,7 @@ std::shared_ptr<const LoraAdapter> load_lora_adapter(const Model& model, const s
   LoraTargets targets;
   if (!model.lora_targets(targets))
     fail(ErrorKind::Unsupported, "LoRA adapters are not supported for model type '", model.config().model_type,
-         "' (supported: the dense decoders llama, mistral, qwen2, qwen3, on one device)");
+         "' (supported: the dense decoders llama, mistral, qwen2, qwen3 and Gemma 2 / 3 / 4, on one device)");
   return LoraAdapter::load(dir, targets, limits, model.device());
 }
 

@@ -31,7 +31,15 @@ struct LoraTargets {
   // float32 rank-64 adapter would read nearly as many bytes per token as the
   // base weights.
   DType dtype = DType::F32;
-  std::array<std::array<int64_t, 2>, kLoraTargets> shape{};
+  using Shapes = std::array<std::array<int64_t, 2>, kLoraTargets>;
+  Shapes shape{};
+  // Families whose layers differ (Gemma 4: wider global layers, layers that
+  // reuse another's K/V) give every layer its own shapes; empty: `shape`.
+  std::vector<Shapes> per_layer;
+  std::array<int64_t, 2> shape_of(int64_t layer, LoraTarget t) const {
+    const Shapes& s = per_layer.empty() ? shape : per_layer.at(static_cast<size_t>(layer));
+    return s[static_cast<size_t>(t)];
+  }
 };
 
 struct LoraLimits {

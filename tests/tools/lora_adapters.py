@@ -11,14 +11,19 @@ BLOCK = {"q_proj": "self_attn", "k_proj": "self_attn", "v_proj": "self_attn", "o
 ALL_TARGETS = list(BLOCK)
 
 
-def random_pairs(tensors: dict, rank: int, targets=ALL_TARGETS, layers=None, seed: int = 1, std: float = 0.2):
-    """{(layer, module): (A [r, in], B [out, r])} for projections of `tensors`, B non-zero."""
+def random_pairs(tensors: dict, rank: int, targets=ALL_TARGETS, layers=None, seed: int = 1, std: float = 0.2,
+                 only_present=False):
+    """{(layer, module): (A [r, in], B [out, r])} for projections of `tensors`, B non-zero; with
+    `only_present`, projections a layer does not have (Gemma 4's shared K/V layers) are skipped."""
     rng = np.random.default_rng(seed)
     n_layers = 1 + max(int(k.split(".")[2]) for k in tensors if k.startswith("model.layers."))
     out = {}
     for i in (range(n_layers) if layers is None else layers):
         for m in targets:
-            w = tensors[f"model.layers.{i}.{BLOCK[m]}.{m}.weight"]
+            name = f"model.layers.{i}.{BLOCK[m]}.{m}.weight"
+            if only_present and name not in tensors:
+                continue
+            w = tensors[name]
             a = (rng.standard_normal((rank, w.shape[1])) * std).astype(np.float32)
             b = (rng.standard_normal((w.shape[0], rank)) * std).astype(np.float32)
             out[(i, m)] = (a, b)

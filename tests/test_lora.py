@@ -278,3 +278,31 @@ def test_gemma4_shared_kv_layer_takes_no_kv_adapter(ingot_bin, shared_dir, tmp_p
     pairs = {(shared[0], "k_proj"): donor[(0, "k_proj")]}
     adapter = la.write_peft(tmp_path / "kv", pairs, rank=2, alpha=2)
     assert_error(ingot_bin, (d, config, tensors), tmp_path, adapter, "takes no adapter on")
+
+
+# ---- Qwen3-MoE: adapters on the attention projections (and on dense mlp_only layers); the experts take none.
+
+def test_qwen3_moe_attention_adapter_equals_merged(ingot_bin, shared_dir, tmp_path):
+    src = shared_dir / "goldens" / "qwen3_moe-float32"
+    config = json.loads((src / "config.json").read_text())
+    tensors = load_file(str(src / "model.safetensors"))
+    d = write_model(tmp_path / "base", config, tensors)
+    pairs = la.random_pairs(tensors, rank=4, seed=8, std=0.3, only_present=True)
+    assert {m for _, m in pairs} == {"q_proj", "k_proj", "v_proj", "o_proj"}  # every layer of the golden is sparse
+    adapter = la.write_peft(tmp_path / "peft", pairs, rank=4, alpha=8)
+    check_against_merged(ingot_bin, (d, config, tensors), tmp_path, adapter, pairs, 8 / 4)
+
+
+def test_qwen3_moe_expert_adapter_refused(ingot_bin, shared_dir, tmp_path):
+    src = shared_dir / "goldens" / "qwen3_moe-float32"
+    config = json.loads((src / "config.json").read_text())
+    tensors = load_file(str(src / "model.safetensors"))
+    d = write_model(tmp_path / "base", config, tensors)
+    pairs = la.random_pairs(tensors, rank=2, targets=["q_proj"], layers=[0], seed=9)
+    adapter = la.write_peft(tmp_path / "experts", pairs, rank=2, alpha=2)
+    t = load_file(str(adapter / "adapter_model.safetensors"))
+    w = tensors["model.layers.0.mlp.experts.0.gate_proj.weight"]
+    t["base_model.model.model.layers.0.mlp.experts.0.gate_proj.lora_A.weight"] = np.zeros((2, w.shape[1]), np.float32)
+    t["base_model.model.model.layers.0.mlp.experts.0.gate_proj.lora_B.weight"] = np.zeros((w.shape[0], 2), np.float32)
+    save_file(t, str(adapter / "adapter_model.safetensors"))
+    assert_error(ingot_bin, (d, config, tensors), tmp_path, adapter, "experts take no adapters")

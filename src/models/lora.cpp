@@ -79,6 +79,9 @@ void add_tensor(RawPairs& pairs, const SafetensorsFile& f, const std::string& na
   if (!std::regex_match(inner, m, re))
     fail(ErrorKind::Unsupported, "LoRA adapter: tensor '", name, "' targets no decoder-layer projection (supported: ",
          known_targets(), ")");
+  if (m[3] == "experts")
+    fail(ErrorKind::Unsupported, "LoRA adapter: tensor '", name,
+         "' adapts an MoE expert projection; experts take no adapters (supported: ", known_targets(), ")");
   const int t = target_index(m[3]);
   if (t < 0 || m[2] != kTargetBlocks[t])
     fail(ErrorKind::Unsupported, "LoRA adapter: tensor '", name, "' targets unknown module '", m[2].str(), ".",
@@ -284,7 +287,7 @@ std::shared_ptr<const LoraAdapter> load_lora_adapter(const Model& model, const s
   LoraTargets targets;
   if (!model.lora_targets(targets))
     fail(ErrorKind::Unsupported, "LoRA adapters are not supported for model type '", model.config().model_type,
-         "' (supported: the dense decoders llama, mistral, qwen2, qwen3 and Gemma 2 / 3 / 4, on one device)");
+         "' (supported: the dense decoders llama, mistral, qwen2, qwen3, Gemma 2 / 3 / 4 and Qwen3-MoE, on one device)");
   return LoraAdapter::load(dir, targets, limits, model.device());
 }
 

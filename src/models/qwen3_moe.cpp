@@ -94,17 +94,43 @@ class Qwen3MoeModel final : public Model {
     return std::vector<kv::LayerSpec>(layers_.size(), s);
   }
 
+  // The attention projections of every layer and the MLP of the dense
+  // (mlp_only) layers; the experts take none (an adapter on them is refused).
+  bool lora_targets(LoraTargets& out) const override {
+    if (tp_) return false;  // each rank holds a slice of every projection
+    out.model_type = cfg_.model_type;
+    out.layers = cfg_.num_hidden_layers;
+    out.dtype = kv_dtype_;  // float32 for float32 checkpoints, else bf16
+    auto shape = [](const Weight& w) {
+      return w.defined() ? std::array<int64_t, 2>{w.rows(), w.cols()} : std::array<int64_t, 2>{};
+    };
+    for (const Layer& L : layers_) {
+      const bool dense = L.moe.num_experts() == 0;
+      out.per_layer.push_back({shape(L.wq), shape(L.wk), shape(L.wv), shape(L.wo),
+                               dense ? shape(L.gate) : std::array<int64_t, 2>{},
+                               dense ? shape(L.up) : std::array<int64_t, 2>{},
+                               dense ? shape(L.down) : std::array<int64_t, 2>{}});
+    }
+    return true;
+  }
+
   Tensor forward(const BatchInput& in) override {
     family::BatchPlan plan = family::plan_batch(in, device_);
     const int64_t N = plan.n, H = cfg_.num_attention_heads, KV = cfg_.num_key_value_heads, D = cfg_.head_dim;
     const family::ActRound& r = rnd_;
+    // Adapters stay beside the base weights: each projection adds its rows' update before rounding.
+    const LoraBatch lora(in);
+    const LoraBatch* lb = lora.empty() ? nullptr : &lora;
     Tensor x = ops::embedding(trunk_.embed, plan.ids);
     for (size_t li = 0; li < layers_.size(); ++li) {
       const Layer& L = layers_[li];
+      const auto l = static_cast<int64_t>(li);
       Tensor h = r(ops::rms_norm(x, L.attn_norm, eps_));
-      Tensor q = r(ops::rms_norm(r(ops::linear(h, L.wq)).reshape({N, H, D}), L.q_norm, eps_));
-      Tensor k = r(ops::rms_norm(r(ops::linear(h, L.wk)).reshape({N, KV, D}), L.k_norm, eps_));
-      Tensor v = r(ops::linear(h, L.wv)).reshape({N, KV, D});
+      Tensor q = r(family::lora_linear(h, L.wq, lb, l, LoraTarget::Q)).reshape({N, H, D});
+      Tensor k = r(family::lora_linear(h, L.wk, lb, l, LoraTarget::K)).reshape({N, KV, D});
+      q = r(ops::rms_norm(q, L.q_norm, eps_));
+      k = r(ops::rms_norm(k, L.k_norm, eps_));
+      Tensor v = r(family::lora_linear(h, L.wv, lb, l, LoraTarget::V)).reshape({N, KV, D});
       ops::rope_inplace(q, plan.positions, rope_);
       ops::rope_inplace(k, plan.positions, rope_);
       q = r(q);
@@ -112,9 +138,10 @@ class Qwen3MoeModel final : public Model {
       AttnParams ap;
       ap.scale = 1.0f / std::sqrt(static_cast<float>(D));
       Tensor o = r(family::attend_with_cache(in, plan, static_cast<int>(li), q, k, v, ap));
-      x = r(ops::add(x, r(tp_reduce(ops::linear(o.reshape({N, H * D}), L.wo)))));
+      x = r(ops::add(x, r(tp_reduce(family::lora_linear(o.reshape({N, H * D}), L.wo, lb, l, LoraTarget::O)))));
       h = r(ops::rms_norm(x, L.mlp_norm, eps_));
-      Tensor m = L.moe.num_experts() ? family::moe_forward(L.moe, h, r) : family::dense_mlp(L.act, h, L.gate, L.up, L.down, r);
+      Tensor m = L.moe.num_experts() ? family::moe_forward(L.moe, h, r)
+                                     : family::dense_mlp(L.act, h, L.gate, L.up, L.down, r, lb, l);
       x = r(ops::add(x, r(tp_reduce(m))));
     }
     if (static_cast<int64_t>(plan.pick.size()) != N) x = ops::gather_rows(x, plan.pick);

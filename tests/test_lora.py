@@ -293,16 +293,70 @@ def test_qwen3_moe_attention_adapter_equals_merged(ingot_bin, shared_dir, tmp_pa
     check_against_merged(ingot_bin, (d, config, tensors), tmp_path, adapter, pairs, 8 / 4)
 
 
-def test_qwen3_moe_expert_adapter_refused(ingot_bin, shared_dir, tmp_path):
+def expert_pairs(tensors, layer_experts, modules, rank, seed):
+    """{(layer, expert, module): (A, B)} for MoE experts' projections."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for i, experts in layer_experts.items():
+        for e in experts:
+            for m in modules:
+                w = tensors[f"model.layers.{i}.mlp.experts.{e}.{m}.weight"]
+                out[(i, e, m)] = ((rng.standard_normal((rank, w.shape[1])) * 0.3).astype(np.float32),
+                                  (rng.standard_normal((w.shape[0], rank)) * 0.3).astype(np.float32))
+    return out
+
+
+def add_experts(adapter, pairs):
+    t = load_file(str(adapter / "adapter_model.safetensors"))
+    for (i, e, m), (a, b) in pairs.items():
+        p = f"base_model.model.model.layers.{i}.mlp.experts.{e}.{m}."
+        t[p + "lora_A.weight"], t[p + "lora_B.weight"] = a, b
+    save_file(t, str(adapter / "adapter_model.safetensors"))
+
+
+def test_qwen3_moe_expert_adapters_equal_merged(ingot_bin, shared_dir, tmp_path):
     src = shared_dir / "goldens" / "qwen3_moe-float32"
     config = json.loads((src / "config.json").read_text())
     tensors = load_file(str(src / "model.safetensors"))
     d = write_model(tmp_path / "base", config, tensors)
-    pairs = la.random_pairs(tensors, rank=2, targets=["q_proj"], layers=[0], seed=9)
-    adapter = la.write_peft(tmp_path / "experts", pairs, rank=2, alpha=2)
+    attn = la.random_pairs(tensors, rank=4, targets=["q_proj"], layers=[0], seed=10, std=0.3)
+    experts = expert_pairs(tensors, {0: range(8), 1: [3]}, ["gate_proj", "up_proj", "down_proj"], rank=4, seed=11)
+    adapter = la.write_peft(tmp_path / "peft", attn, rank=4, alpha=8)
+    add_experts(adapter, experts)
+    merged = la.merged(tensors, attn, 2.0)
+    for (i, e, m), (a, b) in experts.items():
+        k = f"model.layers.{i}.mlp.experts.{e}.{m}.weight"
+        merged[k] = (tensors[k].astype(np.float64) + 2.0 * (b.astype(np.float64) @ a.astype(np.float64))).astype(
+            np.float32)
+    want = logits(ingot_bin, write_model(tmp_path / "merged", config, merged), tmp_path / "m.safetensors")
+    got = logits(ingot_bin, d, tmp_path / "l.safetensors", "--lora", adapter)
+    only_attn = la.write_peft(tmp_path / "attn", attn, rank=4, alpha=8)
+    without = logits(ingot_bin, d, tmp_path / "a.safetensors", "--lora", only_attn)
+    # The expert updates change the answer (else the comparison proves nothing).
+    assert np.abs(without["prompt_logits"] - want["prompt_logits"]).max() > 0.1
+    assert_same_logits(got, want)
+
+
+def test_qwen3_moe_bad_expert_adapters(ingot_bin, shared_dir, tmp_path):
+    src = shared_dir / "goldens" / "qwen3_moe-float32"
+    config = json.loads((src / "config.json").read_text())
+    tensors = load_file(str(src / "model.safetensors"))
+    d = write_model(tmp_path / "base", config, tensors)
+    base = (d, config, tensors)
+    attn = la.random_pairs(tensors, rank=2, targets=["q_proj"], layers=[0], seed=9)
+    good = expert_pairs(tensors, {0: [0]}, ["gate_proj"], rank=2, seed=12)
+    # An expert index the layer does not have.
+    adapter = la.write_peft(tmp_path / "beyond", attn, rank=2, alpha=2)
+    add_experts(adapter, {(0, 99, "gate_proj"): good[(0, 0, "gate_proj")]})
+    assert_error(ingot_bin, base, tmp_path, adapter, "beyond the layer's 8 experts")
+    # A module experts do not have.
+    adapter = la.write_peft(tmp_path / "module", attn, rank=2, alpha=2)
     t = load_file(str(adapter / "adapter_model.safetensors"))
-    w = tensors["model.layers.0.mlp.experts.0.gate_proj.weight"]
-    t["base_model.model.model.layers.0.mlp.experts.0.gate_proj.lora_A.weight"] = np.zeros((2, w.shape[1]), np.float32)
-    t["base_model.model.model.layers.0.mlp.experts.0.gate_proj.lora_B.weight"] = np.zeros((w.shape[0], 2), np.float32)
+    t["base_model.model.model.layers.0.mlp.experts.0.q_proj.lora_A.weight"] = np.zeros((2, 64), np.float32)
     save_file(t, str(adapter / "adapter_model.safetensors"))
-    assert_error(ingot_bin, (d, config, tensors), tmp_path, adapter, "experts take no adapters")
+    assert_error(ingot_bin, base, tmp_path, adapter, "unknown expert module")
+    # An update of another shape.
+    a, b = good[(0, 0, "gate_proj")]
+    adapter = la.write_peft(tmp_path / "shape", attn, rank=2, alpha=2)
+    add_experts(adapter, {(0, 0, "gate_proj"): (a[:, :-1].copy(), b)})
+    assert_error(ingot_bin, base, tmp_path, adapter, "does not match the base projection")

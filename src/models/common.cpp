@@ -98,17 +98,17 @@ DType kv_dtype_for(const Weight& embed) {
   return f32 ? DType::F32 : DType::BF16;
 }
 
-Tensor lora_linear(const Tensor& x, const Weight& w, const LoraBatch* lora, int64_t layer, LoraTarget t) {
+Tensor lora_linear(const Tensor& x, const Weight& w, const LoraBatch* lora, const LoraSite& site, LoraTarget t) {
   Tensor y = ops::linear(x, w);
-  if (lora && !lora->empty()) lora->add(y, x, layer, t);
+  if (lora && !lora->empty()) lora->add(y, x, site, t);
   return y;
 }
 
 Tensor dense_mlp(GluOp act, const Tensor& h, const Weight& gate, const Weight& up, const Weight& down,
-                 const ActRound& r, const LoraBatch* lora, int64_t layer) {
-  Tensor g = r(lora_linear(h, gate, lora, layer, LoraTarget::Gate));
-  Tensor u = r(lora_linear(h, up, lora, layer, LoraTarget::Up));
-  return r(lora_linear(r(ops::glu(act, g, u)), down, lora, layer, LoraTarget::Down));
+                 const ActRound& r, const LoraBatch* lora, const LoraSite& site) {
+  Tensor g = r(lora_linear(h, gate, lora, site, LoraTarget::Gate));
+  Tensor u = r(lora_linear(h, up, lora, site, LoraTarget::Up));
+  return r(lora_linear(r(ops::glu(act, g, u)), down, lora, site, LoraTarget::Down));
 }
 
 Tensor cols(const Tensor& x, int64_t a, int64_t b) { return x.slice(x.ndim() - 1, a, b).contiguous(); }

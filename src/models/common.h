@@ -74,14 +74,14 @@ float round_to_dtype(float v, DType t);
 // as llama.cpp keeps f16).
 DType kv_dtype_for(const Weight& embed);
 
-// x @ w^T plus the batch's adapter update of `layer`'s projection `t` (none
+// x @ w^T plus the batch's adapter update of projection `t` at `site` (none
 // when `lora` is null or holds no adapter rows).
-Tensor lora_linear(const Tensor& x, const Weight& w, const LoraBatch* lora, int64_t layer, LoraTarget t);
+Tensor lora_linear(const Tensor& x, const Weight& w, const LoraBatch* lora, const LoraSite& site, LoraTarget t);
 
 // down(act(gate(h)) * up(h)) with the reference's roundings, each projection
 // with its adapter update when `lora` holds adapter rows.
 Tensor dense_mlp(GluOp act, const Tensor& h, const Weight& gate, const Weight& up, const Weight& down,
-                 const ActRound& r = {}, const LoraBatch* lora = nullptr, int64_t layer = 0);
+                 const ActRound& r = {}, const LoraBatch* lora = nullptr, const LoraSite& site = {});
 
 // Columns [a, b) of a [N, M] activation, contiguous.
 Tensor cols(const Tensor& x, int64_t a, int64_t b);

@@ -128,9 +128,9 @@ class GemmaModel final : public Model {
       const Layer& L = layers_[li];
       const auto l = static_cast<int64_t>(li);
       Tensor h = r(ops::rms_norm(x, L.in_norm, eps_, true));
-      Tensor q = r(family::lora_linear(h, L.wq, lb, l, LoraTarget::Q)).reshape({N, H, D});
-      Tensor k = r(family::lora_linear(h, L.wk, lb, l, LoraTarget::K)).reshape({N, KV, D});
-      Tensor v = r(family::lora_linear(h, L.wv, lb, l, LoraTarget::V)).reshape({N, KV, D});
+      Tensor q = r(family::lora_linear(h, L.wq, lb, {l}, LoraTarget::Q)).reshape({N, H, D});
+      Tensor k = r(family::lora_linear(h, L.wk, lb, {l}, LoraTarget::K)).reshape({N, KV, D});
+      Tensor v = r(family::lora_linear(h, L.wv, lb, {l}, LoraTarget::V)).reshape({N, KV, D});
       if (gemma3_) {
         q = r(ops::rms_norm(q, L.q_norm, eps_, true));
         k = r(ops::rms_norm(k, L.k_norm, eps_, true));
@@ -144,10 +144,10 @@ class GemmaModel final : public Model {
       ap.softcap = attn_softcap_;
       ap.window = L.sliding ? cfg_.sliding_window : 0;
       Tensor o = r(family::attend_with_cache(in, plan, static_cast<int>(li), q, k, v, ap));
-      Tensor a = r(family::lora_linear(o.reshape({N, H * D}), L.wo, lb, l, LoraTarget::O));
+      Tensor a = r(family::lora_linear(o.reshape({N, H * D}), L.wo, lb, {l}, LoraTarget::O));
       x = r(ops::add(x, r(ops::rms_norm(a, L.post_attn_norm, eps_, true))));
       h = r(ops::rms_norm(x, L.pre_ff_norm, eps_, true));
-      Tensor m = family::dense_mlp(glu_, h, L.gate, L.up, L.down, r, lb, l);
+      Tensor m = family::dense_mlp(glu_, h, L.gate, L.up, L.down, r, lb, {l});
       x = r(ops::add(x, r(ops::rms_norm(m, L.post_ff_norm, eps_, true))));
     }
     if (static_cast<int64_t>(plan.pick.size()) != N) x = ops::gather_rows(x, plan.pick);

@@ -194,7 +194,7 @@ class Gemma4Model final : public Model {
       const int64_t H = L.heads, KV = L.kv_heads, D = L.head_dim;
       const auto l = static_cast<int64_t>(li);
       Tensor h = r(ops::rms_norm(x, L.in_norm, eps_));
-      Tensor q = r(family::lora_linear(h, L.wq, lb, l, LoraTarget::Q)).reshape({N, H, D});
+      Tensor q = r(family::lora_linear(h, L.wq, lb, {l}, LoraTarget::Q)).reshape({N, H, D});
       q = r(ops::rms_norm(q, L.q_norm, eps_));
       ops::rope_inplace(q, plan.positions, L.rope);
       q = r(q);
@@ -205,18 +205,18 @@ class Gemma4Model final : public Model {
       if (L.shared_from >= 0) {
         o = r(family::attend_shared(in, plan, static_cast<int>(L.shared_from), q, ap));
       } else {
-        Tensor kraw = r(family::lora_linear(h, L.wk, lb, l, LoraTarget::K)).reshape({N, KV, D});
-        Tensor v = L.wv.defined() ? r(family::lora_linear(h, L.wv, lb, l, LoraTarget::V)).reshape({N, KV, D}) : kraw;
+        Tensor kraw = r(family::lora_linear(h, L.wk, lb, {l}, LoraTarget::K)).reshape({N, KV, D});
+        Tensor v = L.wv.defined() ? r(family::lora_linear(h, L.wv, lb, {l}, LoraTarget::V)).reshape({N, KV, D}) : kraw;
         Tensor k = r(ops::rms_norm(kraw, L.k_norm, eps_));
         ops::rope_inplace(k, plan.positions, L.rope);
         k = r(k);
         v = r(ops::rms_norm(v, ones_.at(D), eps_));
         o = r(family::attend_with_cache(in, plan, static_cast<int>(li), q, k, v, ap));
       }
-      Tensor a = r(family::lora_linear(o.reshape({N, H * D}), L.wo, lb, l, LoraTarget::O));
+      Tensor a = r(family::lora_linear(o.reshape({N, H * D}), L.wo, lb, {l}, LoraTarget::O));
       x = r(ops::add(x, r(ops::rms_norm(a, L.post_attn_norm, eps_))));
       h = r(ops::rms_norm(x, L.pre_ff_norm, eps_));
-      Tensor m = family::dense_mlp(glu_, h, L.gate, L.up, L.down, r, lb, l);
+      Tensor m = family::dense_mlp(glu_, h, L.gate, L.up, L.down, r, lb, {l});
       x = r(ops::add(x, r(ops::rms_norm(m, L.post_ff_norm, eps_))));
       if (ple_dim_ > 0) {
         Tensor mine = ple.slice(1, static_cast<int64_t>(li), static_cast<int64_t>(li) + 1).contiguous()

@@ -40,7 +40,7 @@ struct RawPair {
   Tensor a, b;  // as stored
   std::string a_name, b_name;
 };
-using RawPairs = std::map<std::pair<int64_t, int>, RawPair>;
+using RawPairs = std::map<std::tuple<int64_t, int, int64_t>, RawPair>;  // (layer, target, expert or -1)
 
 struct Parsed {
   std::string format;
@@ -79,14 +79,24 @@ void add_tensor(RawPairs& pairs, const SafetensorsFile& f, const std::string& na
   if (!std::regex_match(inner, m, re))
     fail(ErrorKind::Unsupported, "LoRA adapter: tensor '", name, "' targets no decoder-layer projection (supported: ",
          known_targets(), ")");
-  if (m[3] == "experts")
-    fail(ErrorKind::Unsupported, "LoRA adapter: tensor '", name,
-         "' adapts an MoE expert projection; experts take no adapters (supported: ", known_targets(), ")");
-  const int t = target_index(m[3]);
-  if (t < 0 || m[2] != kTargetBlocks[t])
+  int t = target_index(m[3]);
+  std::string suffix = m[4];
+  int64_t expert = -1;
+  if (m[2] == "mlp" && m[3] == "experts") {
+    // "mlp.experts.<e>.<gate|up|down>_proj.<suffix>": one MoE expert's projection.
+    static const std::regex ex(R"((\d{1,9})\.([a-z_]+)\.(.+))");
+    std::smatch em;
+    const std::string rest = suffix;
+    t = std::regex_match(rest, em, ex) ? target_index(em[2]) : -1;
+    if (t < static_cast<int>(LoraTarget::Gate))
+      fail(ErrorKind::Unsupported, "LoRA adapter: tensor '", name,
+           "' targets an unknown expert module (supported: gate_proj, up_proj, down_proj)");
+    expert = std::stoll(em[1]);
+    suffix = em[3];
+  } else if (t < 0 || m[2] != kTargetBlocks[t]) {
     fail(ErrorKind::Unsupported, "LoRA adapter: tensor '", name, "' targets unknown module '", m[2].str(), ".",
          m[3].str(), "' (supported: ", known_targets(), ")");
-  const std::string suffix = m[4];
+  }
   if (suffix != a_suffix && suffix != b_suffix)
     fail(ErrorKind::Unsupported, "LoRA adapter: tensor '", name, "' is not a LoRA ", a_suffix, " / ", b_suffix,
          " matrix");
@@ -96,7 +106,7 @@ void add_tensor(RawPairs& pairs, const SafetensorsFile& f, const std::string& na
   } catch (const std::exception&) {
     fail(ErrorKind::BadFormat, "LoRA adapter: tensor '", name, "' has a bad layer index");
   }
-  RawPair& p = pairs[{layer, t}];
+  RawPair& p = pairs[{layer, t, expert}];
   if (suffix == a_suffix) {
     p.a = f.get(name);
     p.a_name = name;
@@ -245,14 +255,26 @@ std::shared_ptr<const LoraAdapter> LoraAdapter::load(const std::string& dir, con
   out->key_ = g_next_key.fetch_add(1);
   out->layers_.resize(static_cast<size_t>(targets.layers));
   for (auto& [where, raw] : p.pairs) {
-    const auto [layer, t] = where;
-    const std::string what = "model.layers." + std::to_string(layer) + "." + kTargetBlocks[t] + "." + kTargetNames[t];
+    const auto [layer, t, expert] = where;
+    const std::string what = "model.layers." + std::to_string(layer) + "." + kTargetBlocks[t] +
+                             (expert >= 0 ? ".experts." + std::to_string(expert) : std::string()) + "." +
+                             kTargetNames[t];
     if (!raw.a.defined() || !raw.b.defined())
       fail(ErrorKind::BadFormat, "LoRA adapter: ", what, " has only one of its two LoRA matrices");
     if (layer >= targets.layers)
       fail(ErrorKind::InvalidArgument, "LoRA adapter: ", what, " is beyond the base model's ", targets.layers,
            " layers (an adapter for another model?)");
-    const auto [rows, cols] = targets.shape_of(layer, static_cast<LoraTarget>(t));
+    std::array<int64_t, 2> shape{};
+    if (expert < 0) {
+      shape = targets.shape_of(layer, static_cast<LoraTarget>(t));
+    } else if (static_cast<size_t>(layer) < targets.experts.size()) {
+      const LoraTargets::Experts& e = targets.experts[static_cast<size_t>(layer)];
+      if (expert >= e.count && e.count > 0)
+        fail(ErrorKind::InvalidArgument, "LoRA adapter: ", what, " is beyond the layer's ", e.count,
+             " experts (an adapter for another model?)");
+      if (e.count > 0) shape = e.shape[static_cast<size_t>(t)];
+    }
+    const auto [rows, cols] = shape;
     if (rows == 0) fail(ErrorKind::Unsupported, "LoRA adapter: ", targets.model_type, " takes no adapter on ", what);
     Tensor a = to_f32_matrix(raw.a, p.transposed, 1.0f, raw.a_name);
     Tensor b = to_f32_matrix(raw.b, p.transposed, p.scale, raw.b_name);
@@ -266,7 +288,10 @@ std::shared_ptr<const LoraAdapter> LoraAdapter::load(const std::string& dir, con
     pair->a.data = a.to(targets.dtype).to(device);
     pair->b.data = b.to(targets.dtype).to(device);
     out->bytes_ += pair->a.nbytes() + pair->b.nbytes();
-    out->layers_[static_cast<size_t>(layer)][static_cast<size_t>(t)] = std::move(pair);
+    if (expert >= 0)
+      out->experts_[{layer, expert, t}] = std::move(pair);
+    else
+      out->layers_[static_cast<size_t>(layer)][static_cast<size_t>(t)] = std::move(pair);
   }
   return out;
 }
@@ -279,7 +304,19 @@ bool LoraAdapter::fits(const LoraTargets& targets) const {
         const auto [rows, cols] = targets.shape_of(static_cast<int64_t>(l), static_cast<LoraTarget>(t));
         if (p->b.rows() != rows || p->a.cols() != cols) return false;
       }
+  for (const auto& [where, p] : experts_) {
+    const auto [layer, expert, t] = where;
+    if (static_cast<size_t>(layer) >= targets.experts.size()) return false;
+    const LoraTargets::Experts& e = targets.experts[static_cast<size_t>(layer)];
+    const auto [rows, cols] = e.shape[static_cast<size_t>(t)];
+    if (expert >= e.count || p->b.rows() != rows || p->a.cols() != cols) return false;
+  }
   return true;
+}
+
+const LoraAdapter::Pair* LoraAdapter::expert_pair(int64_t layer, int64_t expert, LoraTarget t) const {
+  auto it = experts_.find({layer, expert, static_cast<int>(t)});
+  return it == experts_.end() ? nullptr : it->second.get();
 }
 
 std::shared_ptr<const LoraAdapter> load_lora_adapter(const Model& model, const std::string& dir,
@@ -311,10 +348,31 @@ LoraBatch::LoraBatch(const BatchInput& in) {
   if (groups_.size() == 1 && static_cast<int64_t>(groups_[0].rows.size()) == total) groups_[0].rows.clear();
 }
 
-void LoraBatch::add(Tensor& y, const Tensor& x, int64_t layer, LoraTarget t) const {
+void LoraBatch::add(Tensor& y, const Tensor& x, const LoraSite& site, LoraTarget t) const {
   std::vector<LowRankGroup> work;
-  for (const Group& g : groups_)
-    if (const LoraAdapter::Pair* p = g.adapter->pair(layer, t)) work.push_back({&p->a, &p->b, g.rows});
+  for (const Group& g : groups_) {
+    const LoraAdapter::Pair* p =
+        site.expert < 0 ? g.adapter->pair(site.layer, t) : g.adapter->expert_pair(site.layer, site.expert, t);
+    if (!p) continue;
+    if (!site.rows) {
+      work.push_back({&p->a, &p->b, g.rows});
+      continue;
+    }
+    // Positions in y / x of the site's rows that belong to this group (both lists ascend).
+    std::vector<int64_t> at;
+    const std::vector<int64_t>& rows = *site.rows;
+    for (size_t i = 0, j = 0; i < rows.size(); ++i) {
+      if (g.rows.empty()) {
+        at.push_back(static_cast<int64_t>(i));
+        continue;
+      }
+      while (j < g.rows.size() && g.rows[j] < rows[i]) ++j;
+      if (j < g.rows.size() && g.rows[j] == rows[i]) at.push_back(static_cast<int64_t>(i));
+    }
+    if (at.empty()) continue;
+    if (at.size() == rows.size()) at.clear();  // every row of the site: no gather / scatter
+    work.push_back({&p->a, &p->b, std::move(at)});
+  }
   if (work.empty()) return;
   if (!y.is_contiguous()) y = y.contiguous();
   ops::low_rank_add(y, x.ndim() == 2 ? x : x.reshape({x.dim(0), x.numel() / x.dim(0)}), work);

@@ -6,8 +6,10 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "models/model.h"
@@ -40,6 +42,23 @@ struct LoraTargets {
     const Shapes& s = per_layer.empty() ? shape : per_layer.at(static_cast<size_t>(layer));
     return s[static_cast<size_t>(t)];
   }
+  // MoE layers' experts (`mlp.experts.E.{gate,up,down}_proj`): per layer the
+  // expert count (0: a dense layer) and one expert's Gate / Up / Down shapes
+  // (the other targets unused). Empty: experts take no adapters.
+  struct Experts {
+    int64_t count = 0;
+    Shapes shape{};
+  };
+  std::vector<Experts> experts;
+};
+
+// Where a projection's adapter update applies: a layer's own projection over
+// every row of the batch, or one MoE expert's over the batch rows routed to it
+// (x and y then hold just those rows, in that order).
+struct LoraSite {
+  int64_t layer = 0;
+  int64_t expert = -1;                         // -1: the layer's own projection
+  const std::vector<int64_t>* rows = nullptr;  // ascending batch rows (expert sites)
 };
 
 struct LoraLimits {
@@ -65,6 +84,8 @@ class LoraAdapter {
   };
   // The pair on `layer`'s projection `t`, or nullptr when the adapter leaves it alone.
   const Pair* pair(int64_t layer, LoraTarget t) const;
+  // The pair on expert `expert`'s projection `t` (Gate / Up / Down) of `layer`, or nullptr.
+  const Pair* expert_pair(int64_t layer, int64_t expert, LoraTarget t) const;
 
   const std::string& path() const { return path_; }
   const std::string& format() const { return format_; }  // "peft" or "mlx"
@@ -82,6 +103,7 @@ class LoraAdapter {
   size_t bytes_ = 0;
   uint64_t key_ = 0;
   std::vector<std::array<std::unique_ptr<Pair>, kLoraTargets>> layers_;
+  std::map<std::tuple<int64_t, int64_t, int>, std::unique_ptr<Pair>> experts_;  // (layer, expert, target)
 };
 
 // LoraAdapter::load for `model` on its device; Unsupported when the model
@@ -96,7 +118,9 @@ class LoraBatch {
   explicit LoraBatch(const BatchInput& in);
   bool empty() const { return groups_.empty(); }
   // y += the per-row adapter update of layer `layer`'s projection `t` on x.
-  void add(Tensor& y, const Tensor& x, int64_t layer, LoraTarget t) const;
+  void add(Tensor& y, const Tensor& x, int64_t layer, LoraTarget t) const { add(y, x, LoraSite{layer}, t); }
+  // The same at `site` (an expert's rows: y and x hold only them).
+  void add(Tensor& y, const Tensor& x, const LoraSite& site, LoraTarget t) const;
 
  private:
   struct Group {

@@ -108,7 +108,7 @@ void add_shared(const MoeBlock& m, const Tensor& h, Tensor& out, const ActRound&
 
 }  // namespace
 
-Tensor moe_forward(const MoeBlock& m, const Tensor& h, const ActRound& r) {
+Tensor moe_forward(const MoeBlock& m, const Tensor& h, const ActRound& r, const LoraBatch* lora, int64_t layer) {
   const int64_t n = h.dim(0), K = m.top_k;
   Routing rt = route(m, h, r);
   // Group the (token, weight) pairs by expert; tokens stay in ascending order.
@@ -124,7 +124,10 @@ Tensor moe_forward(const MoeBlock& m, const Tensor& h, const ActRound& r) {
   for (size_t e = 0; e < rows.size(); ++e) {
     if (rows[e].empty()) continue;
     Tensor x = static_cast<int64_t>(rows[e].size()) == n ? h : ops::gather_rows(h, rows[e]);
-    ops::scatter_add_rows(out, expert_mlp(m, e, x, r), rows[e], weights[e]);
+    Tensor y = lora ? dense_mlp(m.act, x, m.gate[e], m.up[e], m.down[e], r, lora,
+                                LoraSite{layer, static_cast<int64_t>(e), &rows[e]})
+                    : expert_mlp(m, e, x, r);
+    ops::scatter_add_rows(out, y, rows[e], weights[e]);
   }
   add_shared(m, h, out, r);
   return out;

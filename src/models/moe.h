@@ -37,8 +37,10 @@ struct Routing {
 };
 Routing route(const MoeBlock& m, const Tensor& h, const ActRound& r = {});
 
-// The block's output for h [N, hidden] (grouped path).
-Tensor moe_forward(const MoeBlock& m, const Tensor& h, const ActRound& r = {});
+// The block's output for h [N, hidden] (grouped path); with `lora`, each
+// expert adds the update of its rows' adapters on its projections of layer `layer`.
+Tensor moe_forward(const MoeBlock& m, const Tensor& h, const ActRound& r = {}, const LoraBatch* lora = nullptr,
+                   int64_t layer = 0);
 // The same function one token and one expert at a time: the test reference.
 Tensor moe_forward_naive(const MoeBlock& m, const Tensor& h, const ActRound& r = {});
 

@@ -94,8 +94,8 @@ class Qwen3MoeModel final : public Model {
     return std::vector<kv::LayerSpec>(layers_.size(), s);
   }
 
-  // The attention projections of every layer and the MLP of the dense
-  // (mlp_only) layers; the experts take none (an adapter on them is refused).
+  // The attention projections of every layer, the MLP of the dense
+  // (mlp_only) layers and each expert's projections on the sparse ones.
   bool lora_targets(LoraTargets& out) const override {
     if (tp_) return false;  // each rank holds a slice of every projection
     out.model_type = cfg_.model_type;
@@ -110,6 +110,14 @@ class Qwen3MoeModel final : public Model {
                                dense ? shape(L.gate) : std::array<int64_t, 2>{},
                                dense ? shape(L.up) : std::array<int64_t, 2>{},
                                dense ? shape(L.down) : std::array<int64_t, 2>{}});
+      LoraTargets::Experts e;
+      if (!dense) {
+        e.count = L.moe.num_experts();
+        e.shape[static_cast<size_t>(LoraTarget::Gate)] = shape(L.moe.gate[0]);
+        e.shape[static_cast<size_t>(LoraTarget::Up)] = shape(L.moe.up[0]);
+        e.shape[static_cast<size_t>(LoraTarget::Down)] = shape(L.moe.down[0]);
+      }
+      out.experts.push_back(e);
     }
     return true;
   }
@@ -126,11 +134,11 @@ class Qwen3MoeModel final : public Model {
       const Layer& L = layers_[li];
       const auto l = static_cast<int64_t>(li);
       Tensor h = r(ops::rms_norm(x, L.attn_norm, eps_));
-      Tensor q = r(family::lora_linear(h, L.wq, lb, l, LoraTarget::Q)).reshape({N, H, D});
-      Tensor k = r(family::lora_linear(h, L.wk, lb, l, LoraTarget::K)).reshape({N, KV, D});
+      Tensor q = r(family::lora_linear(h, L.wq, lb, {l}, LoraTarget::Q)).reshape({N, H, D});
+      Tensor k = r(family::lora_linear(h, L.wk, lb, {l}, LoraTarget::K)).reshape({N, KV, D});
       q = r(ops::rms_norm(q, L.q_norm, eps_));
       k = r(ops::rms_norm(k, L.k_norm, eps_));
-      Tensor v = r(family::lora_linear(h, L.wv, lb, l, LoraTarget::V)).reshape({N, KV, D});
+      Tensor v = r(family::lora_linear(h, L.wv, lb, {l}, LoraTarget::V)).reshape({N, KV, D});
       ops::rope_inplace(q, plan.positions, rope_);
       ops::rope_inplace(k, plan.positions, rope_);
       q = r(q);
@@ -138,10 +146,10 @@ class Qwen3MoeModel final : public Model {
       AttnParams ap;
       ap.scale = 1.0f / std::sqrt(static_cast<float>(D));
       Tensor o = r(family::attend_with_cache(in, plan, static_cast<int>(li), q, k, v, ap));
-      x = r(ops::add(x, r(tp_reduce(family::lora_linear(o.reshape({N, H * D}), L.wo, lb, l, LoraTarget::O)))));
+      x = r(ops::add(x, r(tp_reduce(family::lora_linear(o.reshape({N, H * D}), L.wo, lb, {l}, LoraTarget::O)))));
       h = r(ops::rms_norm(x, L.mlp_norm, eps_));
-      Tensor m = L.moe.num_experts() ? family::moe_forward(L.moe, h, r)
-                                     : family::dense_mlp(L.act, h, L.gate, L.up, L.down, r, lb, l);
+      Tensor m = L.moe.num_experts() ? family::moe_forward(L.moe, h, r, lb, l)
+                                     : family::dense_mlp(L.act, h, L.gate, L.up, L.down, r, lb, {l});
       x = r(ops::add(x, r(tp_reduce(m))));
     }
     if (static_cast<int64_t>(plan.pick.size()) != N) x = ops::gather_rows(x, plan.pick);

@@ -360,3 +360,31 @@ def test_qwen3_moe_bad_expert_adapters(ingot_bin, shared_dir, tmp_path):
     adapter = la.write_peft(tmp_path / "shape", attn, rank=2, alpha=2)
     add_experts(adapter, {(0, 0, "gate_proj"): (a[:, :-1].copy(), b)})
     assert_error(ingot_bin, base, tmp_path, adapter, "does not match the base projection")
+
+
+# ---- Qwen3-Next / Qwen3.5: full-attention layers, dense MLPs and experts take adapters; the linear-attention
+# layers between them run on the adapted activations.
+
+@pytest.mark.parametrize("golden", ["qwen3_next-float32", "qwen3_5-float32"])
+def test_hybrid_adapter_equals_merged(ingot_bin, shared_dir, tmp_path, golden):
+    src = shared_dir / "goldens" / golden
+    config = json.loads((src / "config.json").read_text())
+    tensors = load_file(str(src / "model.safetensors"))
+    d = write_model(tmp_path / "base", config, tensors)
+    pairs = la.random_pairs(tensors, rank=4, seed=13, std=0.3, only_present=True)
+    assert {m for _, m in pairs} >= {"q_proj", "k_proj", "v_proj", "o_proj"}
+    sparse = {i: range(2) for i in range(config["num_hidden_layers"])
+              if f"model.layers.{i}.mlp.experts.0.gate_proj.weight" in tensors}
+    experts = expert_pairs(tensors, sparse, ["gate_proj", "up_proj", "down_proj"], rank=4, seed=14)
+    adapter = la.write_peft(tmp_path / "peft", pairs, rank=4, alpha=8)
+    add_experts(adapter, experts)
+    merged = la.merged(tensors, pairs, 2.0)
+    for (i, e, m), (a, b) in experts.items():
+        k = f"model.layers.{i}.mlp.experts.{e}.{m}.weight"
+        merged[k] = (tensors[k].astype(np.float64) + 2.0 * (b.astype(np.float64) @ a.astype(np.float64))).astype(
+            np.float32)
+    want = logits(ingot_bin, write_model(tmp_path / "merged", config, merged), tmp_path / "m.safetensors")
+    got = logits(ingot_bin, d, tmp_path / "l.safetensors", "--lora", adapter)
+    plain = logits(ingot_bin, d, tmp_path / "p.safetensors")
+    assert np.abs(plain["prompt_logits"] - want["prompt_logits"]).max() > 0.1
+    assert_same_logits(got, want)

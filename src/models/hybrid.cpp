@@ -117,22 +117,59 @@ class HybridModel final : public Model {
     return out;
   }
 
+  // The full-attention layers' q / k / v / o, dense MLPs and each expert's
+  // projections; the linear-attention (gated DeltaNet) layers and the shared
+  // expert take none.
+  bool lora_targets(LoraTargets& out) const override {
+    out.model_type = cfg_.model_type;
+    out.layers = cfg_.num_hidden_layers;
+    out.dtype = kv_dtype_;  // float32 for float32 checkpoints, else bf16
+    auto shape = [](const Weight& w) {
+      return w.defined() ? std::array<int64_t, 2>{w.rows(), w.cols()} : std::array<int64_t, 2>{};
+    };
+    for (const Layer& L : layers_) {
+      const bool dense = L.moe.num_experts() == 0;
+      LoraTargets::Shapes s{};
+      if (!L.linear) s = {shape(L.wq), shape(L.wk), shape(L.wv), shape(L.wo), {}, {}, {}};
+      if (dense) {
+        s[static_cast<size_t>(LoraTarget::Gate)] = shape(L.gate);
+        s[static_cast<size_t>(LoraTarget::Up)] = shape(L.up);
+        s[static_cast<size_t>(LoraTarget::Down)] = shape(L.down);
+      }
+      out.per_layer.push_back(s);
+      LoraTargets::Experts e;
+      if (!dense) {
+        e.count = L.moe.num_experts();
+        e.shape[static_cast<size_t>(LoraTarget::Gate)] = shape(L.moe.gate[0]);
+        e.shape[static_cast<size_t>(LoraTarget::Up)] = shape(L.moe.up[0]);
+        e.shape[static_cast<size_t>(LoraTarget::Down)] = shape(L.moe.down[0]);
+      }
+      out.experts.push_back(e);
+    }
+    return true;
+  }
+
   Tensor forward(const BatchInput& in) override {
     family::BatchPlan plan = family::plan_batch(in, device_);
     const int64_t N = plan.n, H = cfg_.num_attention_heads, KV = cfg_.num_key_value_heads, D = cfg_.head_dim;
     const family::ActRound& r = rnd_;
+    // Adapters stay beside the base weights: each projection adds its rows' update before rounding.
+    const LoraBatch lora(in);
+    const LoraBatch* lb = lora.empty() ? nullptr : &lora;
     Tensor x = ops::embedding(trunk_.embed, plan.ids);
     for (size_t li = 0; li < layers_.size(); ++li) {
       const Layer& L = layers_[li];
+      const auto l = static_cast<int64_t>(li);
       Tensor h = r(ops::rms_norm(x, L.attn_norm, eps_, true));
       if (L.linear) {
         x = r(ops::add(x, family::deltanet_forward(L.delta, h, in, plan, static_cast<int>(li), r)));
       } else {
-        Tensor qg = r(ops::linear(h, L.wq)).reshape({N, H, 2 * D});
+        Tensor qg = r(family::lora_linear(h, L.wq, lb, {l}, LoraTarget::Q)).reshape({N, H, 2 * D});
         Tensor q = r(ops::rms_norm(qg.slice(2, 0, D).contiguous(), L.q_norm, eps_, true));
         Tensor gate = qg.slice(2, D, 2 * D).contiguous();
-        Tensor k = r(ops::rms_norm(r(ops::linear(h, L.wk)).reshape({N, KV, D}), L.k_norm, eps_, true));
-        Tensor v = r(ops::linear(h, L.wv)).reshape({N, KV, D});
+        Tensor k = r(family::lora_linear(h, L.wk, lb, {l}, LoraTarget::K)).reshape({N, KV, D});
+        k = r(ops::rms_norm(k, L.k_norm, eps_, true));
+        Tensor v = r(family::lora_linear(h, L.wv, lb, {l}, LoraTarget::V)).reshape({N, KV, D});
         ops::rope_inplace(q, plan.positions, rope_);
         ops::rope_inplace(k, plan.positions, rope_);
         q = r(q);
@@ -141,10 +178,11 @@ class HybridModel final : public Model {
         ap.scale = 1.0f / std::sqrt(static_cast<float>(D));
         Tensor o = r(family::attend_with_cache(in, plan, static_cast<int>(li), q, k, v, ap));
         o = r(ops::mul(o, r(ops::sigmoid(gate))));
-        x = r(ops::add(x, r(ops::linear(o.reshape({N, H * D}), L.wo))));
+        x = r(ops::add(x, r(family::lora_linear(o.reshape({N, H * D}), L.wo, lb, {l}, LoraTarget::O))));
       }
       h = r(ops::rms_norm(x, L.mlp_norm, eps_, true));
-      Tensor m = L.moe.num_experts() ? family::moe_forward(L.moe, h, r) : family::dense_mlp(L.act, h, L.gate, L.up, L.down, r);
+      Tensor m = L.moe.num_experts() ? family::moe_forward(L.moe, h, r, lb, l)
+                                     : family::dense_mlp(L.act, h, L.gate, L.up, L.down, r, lb, {l});
       x = r(ops::add(x, r(m)));
     }
     if (static_cast<int64_t>(plan.pick.size()) != N) x = ops::gather_rows(x, plan.pick);

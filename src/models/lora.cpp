@@ -324,7 +324,7 @@ std::shared_ptr<const LoraAdapter> load_lora_adapter(const Model& model, const s
   LoraTargets targets;
   if (!model.lora_targets(targets))
     fail(ErrorKind::Unsupported, "LoRA adapters are not supported for model type '", model.config().model_type,
-         "' (supported: the dense decoders llama, mistral, qwen2, qwen3, Gemma 2 / 3 / 4 and Qwen3-MoE, on one device)");
+         "' (supported: the dense decoders llama, mistral, qwen2, qwen3, Gemma 2 / 3 / 4, Qwen3-MoE, Qwen3-Next and Qwen3.5, on one device)");
   return LoraAdapter::load(dir, targets, limits, model.device());
 }
 

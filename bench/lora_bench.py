@@ -1,6 +1,7 @@
 """Decode cost of LoRA adapters in `ingot serve` against the base model alone,
 measured with `ingot bench serve`: random PEFT adapters of each rank on every
-projection (q/k/v/o/gate/up/down of every layer) of a llama-family GGUF model.
+projection (q/k/v/o/gate/up/down of every layer) of a llama-family GGUF file or
+Hugging Face folder.
 
 Per rank, one server holds 4 adapters; two workloads run against it:
   single stream: 1 request at a time naming one adapter (vs naming the base);
@@ -10,6 +11,7 @@ Base and adapter runs alternate on the same server so a load change on a
 shared machine hits both alike.
 
   python3 bench/lora_bench.py --bin build/src/cli/ingot --model SmolLM2.gguf --ranks 8,16,64
+  python3 bench/lora_bench.py --bin ingot --model HF_DIR --ranks 16,64 --serve-args "--device cuda"
 """
 import argparse
 import json
@@ -39,7 +41,7 @@ def free_port():
 def start(binary, model, flags):
     port = free_port()
     p = subprocess.Popen([binary, "serve", "--model", model, "--port", str(port), "--ctx", "1024",
-                          "--max-concurrency", "16", "--prompt-cache-size", "0", *flags],
+                          "--max-concurrency", "16", "--prompt-cache-size", "0", "--no-disk-cache", *flags],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     for line in p.stdout:
         if "serving" in line and "http://" in line:
@@ -82,8 +84,10 @@ def main():
     ap.add_argument("--input-len", type=int, default=32)
     ap.add_argument("--output-len", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--serve-args", default="", help="more `ingot serve` flags, e.g. '--device cuda'")
     args = ap.parse_args()
-    layers, mods = la.gguf_shapes(args.model)
+    is_dir = pathlib.Path(args.model).is_dir()
+    layers, mods = la.config_shapes(args.model) if is_dir else la.gguf_shapes(args.model)
     print(f"load average at start: {os.getloadavg()}")
     print("| rank | workload | base tok/s | LoRA tok/s | base TPOT ms | LoRA TPOT ms | TPOT cost |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
@@ -94,7 +98,8 @@ def main():
                 d = pathlib.Path(tmp) / f"r{rank}-{i}"
                 write_adapter(d, layers, mods, rank, seed=100 * rank + i)
                 flags += ["--lora", f"a{i}={d}"]
-            p, url = start(args.bin, args.model, flags + ["--max-lora-rank", str(max(rank, 64))])
+            p, url = start(args.bin, args.model,
+                           flags + ["--max-lora-rank", str(max(rank, 64))] + args.serve_args.split())
             try:
                 for name, base_models, lora_models, conc, n in [
                         ("1 stream", ["base"], ["a0"], 1, 4),

@@ -110,6 +110,17 @@ def gguf_shapes(gguf_path) -> tuple:
                     "down_proj": (hid, inter)}
 
 
+def config_shapes(model_dir) -> tuple:
+    """The same as gguf_shapes() for a Hugging Face llama-family folder, from its config.json."""
+    c = json.loads((pathlib.Path(model_dir) / "config.json").read_text())
+    hid, inter, layers = c["hidden_size"], c["intermediate_size"], c["num_hidden_layers"]
+    heads, kv = c["num_attention_heads"], c.get("num_key_value_heads", c["num_attention_heads"])
+    d = c.get("head_dim", hid // heads)
+    return layers, {"q_proj": (heads * d, hid), "k_proj": (kv * d, hid), "v_proj": (kv * d, hid),
+                    "o_proj": (hid, heads * d), "gate_proj": (inter, hid), "up_proj": (inter, hid),
+                    "down_proj": (hid, inter)}
+
+
 def pairs_for_shapes(layers: int, mods: dict, rank: int, seed: int, std: float, zero_b=False) -> dict:
     """Random pairs for every projection of every layer of a model described by gguf_shapes()."""
     rng = np.random.default_rng(seed)

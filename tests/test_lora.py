@@ -55,9 +55,9 @@ def assert_same_logits(got, want):
     assert got["greedy_ids"].tolist() == want["greedy_ids"].tolist()
 
 
-def check_against_merged(ingot_bin, base, tmp_path, adapter, pairs, scale):
+def check_against_merged(ingot_bin, base, tmp_path, adapter, pairs, scale, experts=None):
     d, config, t = base
-    merged = write_model(tmp_path / "merged", config, la.merged(t, pairs, scale))
+    merged = write_model(tmp_path / "merged", config, la.merged(t, pairs, scale, experts))
     want = logits(ingot_bin, merged, tmp_path / "merged.safetensors")
     got = logits(ingot_bin, d, tmp_path / "lora.safetensors", "--lora", adapter)
     plain = logits(ingot_bin, d, tmp_path / "plain.safetensors")
@@ -65,6 +65,14 @@ def check_against_merged(ingot_bin, base, tmp_path, adapter, pairs, scale):
     assert np.abs(plain["prompt_logits"] - want["prompt_logits"]).max() > 0.1
     assert_same_logits(got, want)
     return got
+
+
+def golden_base(shared_dir, tmp_path, name):
+    """(folder, config, tensors) of a golden checkpoint copied as an adapter base."""
+    src = shared_dir / "goldens" / name
+    config = json.loads((src / "config.json").read_text())
+    tensors = load_file(str(src / "model.safetensors"))
+    return write_model(tmp_path / "base", config, tensors), config, tensors
 
 
 def test_peft_all_projections_equals_merged(ingot_bin, base, tmp_path):
@@ -256,20 +264,15 @@ def test_quantized_gguf_base(ingot_bin, tmp_path):
 
 @pytest.mark.parametrize("golden", ["gemma2-float32", "gemma3-float32", "gemma4-float32"])
 def test_gemma_family_adapter_equals_merged(ingot_bin, shared_dir, tmp_path, golden):
-    src = shared_dir / "goldens" / golden
-    config = json.loads((src / "config.json").read_text())
-    tensors = load_file(str(src / "model.safetensors"))
-    d = write_model(tmp_path / "base", config, tensors)
-    pairs = la.random_pairs(tensors, rank=4, seed=6, std=0.3, only_present=True)
+    base = golden_base(shared_dir, tmp_path, golden)
+    pairs = la.random_pairs(base[2], rank=4, seed=6, std=0.3, only_present=True)
     adapter = la.write_peft(tmp_path / "peft", pairs, rank=4, alpha=8)
-    check_against_merged(ingot_bin, (d, config, tensors), tmp_path, adapter, pairs, 8 / 4)
+    check_against_merged(ingot_bin, base, tmp_path, adapter, pairs, 8 / 4)
 
 
 def test_gemma4_shared_kv_layer_takes_no_kv_adapter(ingot_bin, shared_dir, tmp_path):
-    src = shared_dir / "goldens" / "gemma4-float32"
-    config = json.loads((src / "config.json").read_text())
-    tensors = load_file(str(src / "model.safetensors"))
-    d = write_model(tmp_path / "base", config, tensors)
+    base = golden_base(shared_dir, tmp_path, "gemma4-float32")
+    _, config, tensors = base
     shared = [i for i in range(config["num_hidden_layers"])
               if f"model.layers.{i}.self_attn.k_proj.weight" not in tensors]
     assert shared, "the golden has no layer that reuses another's K/V"
@@ -277,77 +280,39 @@ def test_gemma4_shared_kv_layer_takes_no_kv_adapter(ingot_bin, shared_dir, tmp_p
     donor = la.random_pairs(tensors, rank=2, targets=["k_proj"], layers=[0], seed=7)
     pairs = {(shared[0], "k_proj"): donor[(0, "k_proj")]}
     adapter = la.write_peft(tmp_path / "kv", pairs, rank=2, alpha=2)
-    assert_error(ingot_bin, (d, config, tensors), tmp_path, adapter, "takes no adapter on")
+    assert_error(ingot_bin, base, tmp_path, adapter, "takes no adapter on")
 
 
-# ---- Qwen3-MoE: adapters on the attention projections (and on dense mlp_only layers); the experts take none.
+# ---- Qwen3-MoE: adapters on the attention projections, dense mlp_only layers and each expert's projections.
 
 def test_qwen3_moe_attention_adapter_equals_merged(ingot_bin, shared_dir, tmp_path):
-    src = shared_dir / "goldens" / "qwen3_moe-float32"
-    config = json.loads((src / "config.json").read_text())
-    tensors = load_file(str(src / "model.safetensors"))
-    d = write_model(tmp_path / "base", config, tensors)
-    pairs = la.random_pairs(tensors, rank=4, seed=8, std=0.3, only_present=True)
+    base = golden_base(shared_dir, tmp_path, "qwen3_moe-float32")
+    pairs = la.random_pairs(base[2], rank=4, seed=8, std=0.3, only_present=True)
     assert {m for _, m in pairs} == {"q_proj", "k_proj", "v_proj", "o_proj"}  # every layer of the golden is sparse
     adapter = la.write_peft(tmp_path / "peft", pairs, rank=4, alpha=8)
-    check_against_merged(ingot_bin, (d, config, tensors), tmp_path, adapter, pairs, 8 / 4)
-
-
-def expert_pairs(tensors, layer_experts, modules, rank, seed):
-    """{(layer, expert, module): (A, B)} for MoE experts' projections."""
-    rng = np.random.default_rng(seed)
-    out = {}
-    for i, experts in layer_experts.items():
-        for e in experts:
-            for m in modules:
-                w = tensors[f"model.layers.{i}.mlp.experts.{e}.{m}.weight"]
-                out[(i, e, m)] = ((rng.standard_normal((rank, w.shape[1])) * 0.3).astype(np.float32),
-                                  (rng.standard_normal((w.shape[0], rank)) * 0.3).astype(np.float32))
-    return out
-
-
-def add_experts(adapter, pairs):
-    t = load_file(str(adapter / "adapter_model.safetensors"))
-    for (i, e, m), (a, b) in pairs.items():
-        p = f"base_model.model.model.layers.{i}.mlp.experts.{e}.{m}."
-        t[p + "lora_A.weight"], t[p + "lora_B.weight"] = a, b
-    save_file(t, str(adapter / "adapter_model.safetensors"))
+    check_against_merged(ingot_bin, base, tmp_path, adapter, pairs, 8 / 4)
 
 
 def test_qwen3_moe_expert_adapters_equal_merged(ingot_bin, shared_dir, tmp_path):
-    src = shared_dir / "goldens" / "qwen3_moe-float32"
-    config = json.loads((src / "config.json").read_text())
-    tensors = load_file(str(src / "model.safetensors"))
-    d = write_model(tmp_path / "base", config, tensors)
-    attn = la.random_pairs(tensors, rank=4, targets=["q_proj"], layers=[0], seed=10, std=0.3)
-    experts = expert_pairs(tensors, {0: range(8), 1: [3]}, ["gate_proj", "up_proj", "down_proj"], rank=4, seed=11)
+    base = golden_base(shared_dir, tmp_path, "qwen3_moe-float32")
+    attn = la.random_pairs(base[2], rank=4, targets=["q_proj"], layers=[0], seed=10, std=0.3)
+    experts = la.expert_pairs(base[2], {0: range(8), 1: [3]}, ["gate_proj", "up_proj", "down_proj"], rank=4, seed=11)
     adapter = la.write_peft(tmp_path / "peft", attn, rank=4, alpha=8)
-    add_experts(adapter, experts)
-    merged = la.merged(tensors, attn, 2.0)
-    for (i, e, m), (a, b) in experts.items():
-        k = f"model.layers.{i}.mlp.experts.{e}.{m}.weight"
-        merged[k] = (tensors[k].astype(np.float64) + 2.0 * (b.astype(np.float64) @ a.astype(np.float64))).astype(
-            np.float32)
-    want = logits(ingot_bin, write_model(tmp_path / "merged", config, merged), tmp_path / "m.safetensors")
-    got = logits(ingot_bin, d, tmp_path / "l.safetensors", "--lora", adapter)
+    la.add_peft_experts(adapter, experts)
+    got = check_against_merged(ingot_bin, base, tmp_path, adapter, attn, 2.0, experts)
+    # The expert updates change the answer (else the experts' part proves nothing).
     only_attn = la.write_peft(tmp_path / "attn", attn, rank=4, alpha=8)
-    without = logits(ingot_bin, d, tmp_path / "a.safetensors", "--lora", only_attn)
-    # The expert updates change the answer (else the comparison proves nothing).
-    assert np.abs(without["prompt_logits"] - want["prompt_logits"]).max() > 0.1
-    assert_same_logits(got, want)
+    without = logits(ingot_bin, base[0], tmp_path / "a.safetensors", "--lora", only_attn)
+    assert np.abs(without["prompt_logits"] - got["prompt_logits"]).max() > 0.1
 
 
 def test_qwen3_moe_bad_expert_adapters(ingot_bin, shared_dir, tmp_path):
-    src = shared_dir / "goldens" / "qwen3_moe-float32"
-    config = json.loads((src / "config.json").read_text())
-    tensors = load_file(str(src / "model.safetensors"))
-    d = write_model(tmp_path / "base", config, tensors)
-    base = (d, config, tensors)
-    attn = la.random_pairs(tensors, rank=2, targets=["q_proj"], layers=[0], seed=9)
-    good = expert_pairs(tensors, {0: [0]}, ["gate_proj"], rank=2, seed=12)
+    base = golden_base(shared_dir, tmp_path, "qwen3_moe-float32")
+    attn = la.random_pairs(base[2], rank=2, targets=["q_proj"], layers=[0], seed=9)
+    good = la.expert_pairs(base[2], {0: [0]}, ["gate_proj"], rank=2, seed=12)
     # An expert index the layer does not have.
     adapter = la.write_peft(tmp_path / "beyond", attn, rank=2, alpha=2)
-    add_experts(adapter, {(0, 99, "gate_proj"): good[(0, 0, "gate_proj")]})
+    la.add_peft_experts(adapter, {(0, 99, "gate_proj"): good[(0, 0, "gate_proj")]})
     assert_error(ingot_bin, base, tmp_path, adapter, "beyond the layer's 8 experts")
     # A module experts do not have.
     adapter = la.write_peft(tmp_path / "module", attn, rank=2, alpha=2)
@@ -358,7 +323,7 @@ def test_qwen3_moe_bad_expert_adapters(ingot_bin, shared_dir, tmp_path):
     # An update of another shape.
     a, b = good[(0, 0, "gate_proj")]
     adapter = la.write_peft(tmp_path / "shape", attn, rank=2, alpha=2)
-    add_experts(adapter, {(0, 0, "gate_proj"): (a[:, :-1].copy(), b)})
+    la.add_peft_experts(adapter, {(0, 0, "gate_proj"): (a[:, :-1].copy(), b)})
     assert_error(ingot_bin, base, tmp_path, adapter, "does not match the base projection")
 
 
@@ -367,24 +332,13 @@ def test_qwen3_moe_bad_expert_adapters(ingot_bin, shared_dir, tmp_path):
 
 @pytest.mark.parametrize("golden", ["qwen3_next-float32", "qwen3_5-float32"])
 def test_hybrid_adapter_equals_merged(ingot_bin, shared_dir, tmp_path, golden):
-    src = shared_dir / "goldens" / golden
-    config = json.loads((src / "config.json").read_text())
-    tensors = load_file(str(src / "model.safetensors"))
-    d = write_model(tmp_path / "base", config, tensors)
+    base = golden_base(shared_dir, tmp_path, golden)
+    _, config, tensors = base
     pairs = la.random_pairs(tensors, rank=4, seed=13, std=0.3, only_present=True)
     assert {m for _, m in pairs} >= {"q_proj", "k_proj", "v_proj", "o_proj"}
     sparse = {i: range(2) for i in range(config["num_hidden_layers"])
               if f"model.layers.{i}.mlp.experts.0.gate_proj.weight" in tensors}
-    experts = expert_pairs(tensors, sparse, ["gate_proj", "up_proj", "down_proj"], rank=4, seed=14)
+    experts = la.expert_pairs(tensors, sparse, ["gate_proj", "up_proj", "down_proj"], rank=4, seed=14)
     adapter = la.write_peft(tmp_path / "peft", pairs, rank=4, alpha=8)
-    add_experts(adapter, experts)
-    merged = la.merged(tensors, pairs, 2.0)
-    for (i, e, m), (a, b) in experts.items():
-        k = f"model.layers.{i}.mlp.experts.{e}.{m}.weight"
-        merged[k] = (tensors[k].astype(np.float64) + 2.0 * (b.astype(np.float64) @ a.astype(np.float64))).astype(
-            np.float32)
-    want = logits(ingot_bin, write_model(tmp_path / "merged", config, merged), tmp_path / "m.safetensors")
-    got = logits(ingot_bin, d, tmp_path / "l.safetensors", "--lora", adapter)
-    plain = logits(ingot_bin, d, tmp_path / "p.safetensors")
-    assert np.abs(plain["prompt_logits"] - want["prompt_logits"]).max() > 0.1
-    assert_same_logits(got, want)
+    la.add_peft_experts(adapter, experts)
+    check_against_merged(ingot_bin, base, tmp_path, adapter, pairs, 2.0, experts)

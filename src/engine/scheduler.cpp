@@ -249,16 +249,7 @@ void EngineImpl::run_batch() {
   local_.step_forward_seconds += forward_seconds;
   // Decode and verification steps teach the cost of a verification row.
   if (drafter_ && rows.size() == decoding.size()) step_cost_.observe(static_cast<int64_t>(in.tokens.size()), forward_seconds);
-  // The rest of this function, however it returns, less host sampling (its own phase).
-  struct EmitClock {
-    Stats& stats;
-    std::chrono::steady_clock::time_point from;
-    double sampled_before;
-    ~EmitClock() {
-      stats.step_emit_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - from).count() -
-                                 (stats.step_sample_seconds - sampled_before);
-    }
-  } emit_clock{local_, forwarded, local_.step_sample_seconds};
+  const double sampled_before = local_.step_sample_seconds;
   const int64_t V = model_.vocab_size();
   const float* L = batched ? nullptr : logits.data<float>();
   int64_t row = 0;
@@ -309,6 +300,9 @@ void EngineImpl::run_batch() {
     }
     if (picked) emit_token(s, t);
   }
+  // Emitting: the rest of the step, less host sampling (its own phase).
+  local_.step_emit_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - forwarded).count() -
+                              (local_.step_sample_seconds - sampled_before);
 }
 
 bool EngineImpl::sample_next(Sequence& s, const float* logits, int64_t vocab, sampling::Sampled* t) {

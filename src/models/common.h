@@ -74,6 +74,21 @@ float round_to_dtype(float v, DType t);
 // as llama.cpp keeps f16).
 DType kv_dtype_for(const Weight& embed);
 
+// A family's adapter targets from its layers' projection weights (a weight a
+// layer does not have takes none) and, where layers hold an MoE block, its
+// experts (lora_experts, found by argument lookup in moe.h). Adapters are
+// kept in `dtype`: the KV dtype, float32 for float32 checkpoints, else bf16.
+template <class Layer>
+void lora_targets_from(LoraTargets& out, const ModelConfig& cfg, DType dtype, const std::vector<Layer>& layers) {
+  out.model_type = cfg.model_type;
+  out.layers = cfg.num_hidden_layers;
+  out.dtype = dtype;
+  for (const Layer& L : layers) {
+    out.per_layer.push_back(lora_shapes(L.wq, L.wk, L.wv, L.wo, L.gate, L.up, L.down));
+    if constexpr (requires { L.moe; }) out.experts.push_back(lora_experts(L.moe));
+  }
+}
+
 // x @ w^T plus the batch's adapter update of projection `t` at `site` (none
 // when `lora` is null or holds no adapter rows).
 Tensor lora_linear(const Tensor& x, const Weight& w, const LoraBatch* lora, const LoraSite& site, LoraTarget t);

@@ -107,12 +107,7 @@ class GemmaModel final : public Model {
   }
 
   bool lora_targets(LoraTargets& out) const override {
-    const int64_t H = cfg_.num_attention_heads, KV = cfg_.num_key_value_heads, D = cfg_.head_dim;
-    const int64_t hid = cfg_.hidden_size, inter = cfg_.intermediate_size;
-    out.model_type = cfg_.model_type;
-    out.layers = cfg_.num_hidden_layers;
-    out.dtype = kv_dtype_;  // float32 for float32 checkpoints, else bf16
-    out.shape = {{{H * D, hid}, {KV * D, hid}, {KV * D, hid}, {hid, H * D}, {inter, hid}, {inter, hid}, {hid, inter}}};
+    family::lora_targets_from(out, cfg_, kv_dtype_, layers_);
     return true;
   }
 

@@ -159,18 +159,7 @@ class Gemma4Model final : public Model {
   // reuses another's K/V has no k / v projection, and one whose values are
   // its keys has no v projection (a K adapter then reaches both, as merged).
   bool lora_targets(LoraTargets& out) const override {
-    out.model_type = cfg_.model_type;
-    out.layers = cfg_.num_hidden_layers;
-    out.dtype = kv_dtype_;  // float32 for float32 checkpoints, else bf16
-    for (const Layer& L : layers_) {
-      auto shape = [](const Weight& w) {
-        return w.defined() ? std::array<int64_t, 2>{w.rows(), w.cols()} : std::array<int64_t, 2>{};
-      };
-      const bool own_kv = L.shared_from < 0;
-      out.per_layer.push_back({shape(L.wq), own_kv ? shape(L.wk) : std::array<int64_t, 2>{},
-                               own_kv ? shape(L.wv) : std::array<int64_t, 2>{}, shape(L.wo), shape(L.gate),
-                               shape(L.up), shape(L.down)});
-    }
+    family::lora_targets_from(out, cfg_, kv_dtype_, layers_);
     return true;
   }
 

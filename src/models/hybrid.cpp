@@ -121,31 +121,7 @@ class HybridModel final : public Model {
   // projections; the linear-attention (gated DeltaNet) layers and the shared
   // expert take none.
   bool lora_targets(LoraTargets& out) const override {
-    out.model_type = cfg_.model_type;
-    out.layers = cfg_.num_hidden_layers;
-    out.dtype = kv_dtype_;  // float32 for float32 checkpoints, else bf16
-    auto shape = [](const Weight& w) {
-      return w.defined() ? std::array<int64_t, 2>{w.rows(), w.cols()} : std::array<int64_t, 2>{};
-    };
-    for (const Layer& L : layers_) {
-      const bool dense = L.moe.num_experts() == 0;
-      LoraTargets::Shapes s{};
-      if (!L.linear) s = {shape(L.wq), shape(L.wk), shape(L.wv), shape(L.wo), {}, {}, {}};
-      if (dense) {
-        s[static_cast<size_t>(LoraTarget::Gate)] = shape(L.gate);
-        s[static_cast<size_t>(LoraTarget::Up)] = shape(L.up);
-        s[static_cast<size_t>(LoraTarget::Down)] = shape(L.down);
-      }
-      out.per_layer.push_back(s);
-      LoraTargets::Experts e;
-      if (!dense) {
-        e.count = L.moe.num_experts();
-        e.shape[static_cast<size_t>(LoraTarget::Gate)] = shape(L.moe.gate[0]);
-        e.shape[static_cast<size_t>(LoraTarget::Up)] = shape(L.moe.up[0]);
-        e.shape[static_cast<size_t>(LoraTarget::Down)] = shape(L.moe.down[0]);
-      }
-      out.experts.push_back(e);
-    }
+    family::lora_targets_from(out, cfg_, kv_dtype_, layers_);
     return true;
   }
 

@@ -230,10 +230,21 @@ std::atomic<uint64_t> g_next_key{1};
 
 const char* lora_target_name(LoraTarget t) { return kTargetNames[static_cast<int>(t)]; }
 
+LoraTargets::Shapes lora_shapes(const Weight& q, const Weight& k, const Weight& v, const Weight& o,
+                                const Weight& gate, const Weight& up, const Weight& down) {
+  LoraTargets::Shapes s{};
+  const Weight* w[kLoraTargets] = {&q, &k, &v, &o, &gate, &up, &down};
+  for (int t = 0; t < kLoraTargets; ++t)
+    if (w[t]->defined()) s[static_cast<size_t>(t)] = {w[t]->rows(), w[t]->cols()};
+  return s;
+}
+
 std::shared_ptr<const LoraAdapter> LoraAdapter::load(const std::string& dir, const LoraTargets& targets,
                                                      const LoraLimits& limits, Device device) {
   if (!is_directory(dir)) fail(ErrorKind::NotFound, "LoRA adapter folder not found: ", dir);
   if (targets.layers <= 0) fail(ErrorKind::Unsupported, "LoRA adapters are not supported for ", targets.model_type);
+  INGOT_CHECK(static_cast<int64_t>(targets.per_layer.size()) == targets.layers, "LoRA targets: ",
+              targets.per_layer.size(), " layer shapes for ", targets.layers, " layers");
   Parsed p;
   if (file_exists(dir + "/adapters.safetensors"))
     p = parse_mlx(dir);

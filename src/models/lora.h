@@ -23,8 +23,8 @@ constexpr int kLoraTargets = 7;
 // The Hugging Face module name: "q_proj", ..., "down_proj".
 const char* lora_target_name(LoraTarget t);
 
-// What a model can take adapters on: per projection its [out, in] shape
-// ({0, 0}: that projection takes none).
+// What a model can take adapters on: per layer and projection its [out, in]
+// shape ({0, 0}: that projection takes none).
 struct LoraTargets {
   std::string model_type;
   int64_t layers = 0;
@@ -34,13 +34,9 @@ struct LoraTargets {
   // base weights.
   DType dtype = DType::F32;
   using Shapes = std::array<std::array<int64_t, 2>, kLoraTargets>;
-  Shapes shape{};
-  // Families whose layers differ (Gemma 4: wider global layers, layers that
-  // reuse another's K/V) give every layer its own shapes; empty: `shape`.
-  std::vector<Shapes> per_layer;
+  std::vector<Shapes> per_layer;  // one per layer: layers may differ (Gemma 4, hybrid models)
   std::array<int64_t, 2> shape_of(int64_t layer, LoraTarget t) const {
-    const Shapes& s = per_layer.empty() ? shape : per_layer.at(static_cast<size_t>(layer));
-    return s[static_cast<size_t>(t)];
+    return per_layer.at(static_cast<size_t>(layer))[static_cast<size_t>(t)];
   }
   // MoE layers' experts (`mlp.experts.E.{gate,up,down}_proj`): per layer the
   // expert count (0: a dense layer) and one expert's Gate / Up / Down shapes
@@ -51,6 +47,10 @@ struct LoraTargets {
   };
   std::vector<Experts> experts;
 };
+
+// A layer's shapes from its projections' weights (an undefined weight: none).
+LoraTargets::Shapes lora_shapes(const Weight& q, const Weight& k, const Weight& v, const Weight& o,
+                                const Weight& gate, const Weight& up, const Weight& down);
 
 // Where a projection's adapter update applies: a layer's own projection over
 // every row of the batch, or one MoE expert's over the batch rows routed to it

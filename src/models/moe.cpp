@@ -108,6 +108,15 @@ void add_shared(const MoeBlock& m, const Tensor& h, Tensor& out, const ActRound&
 
 }  // namespace
 
+LoraTargets::Experts lora_experts(const MoeBlock& m) {
+  LoraTargets::Experts e;
+  if (m.num_experts() == 0) return e;
+  const Weight none;
+  e.count = m.num_experts();
+  e.shape = lora_shapes(none, none, none, none, m.gate[0], m.up[0], m.down[0]);
+  return e;
+}
+
 Tensor moe_forward(const MoeBlock& m, const Tensor& h, const ActRound& r, const LoraBatch* lora, int64_t layer) {
   const int64_t n = h.dim(0), K = m.top_k;
   Routing rt = route(m, h, r);

@@ -30,6 +30,9 @@ struct MoeBlock {
 MoeBlock load_moe(const WeightSource& src, const std::string& prefix, int64_t experts, int64_t hidden,
                   int64_t inter, int64_t shared_inter, int64_t top_k, bool norm_topk, GluOp act);
 
+// What adapters may target on the experts (none when the block has no experts).
+LoraTargets::Experts lora_experts(const MoeBlock& m);
+
 // Per token: the chosen experts (best first) and their weights.
 struct Routing {
   std::vector<int32_t> expert;  // [N * top_k]

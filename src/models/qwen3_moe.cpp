@@ -98,27 +98,7 @@ class Qwen3MoeModel final : public Model {
   // (mlp_only) layers and each expert's projections on the sparse ones.
   bool lora_targets(LoraTargets& out) const override {
     if (tp_) return false;  // each rank holds a slice of every projection
-    out.model_type = cfg_.model_type;
-    out.layers = cfg_.num_hidden_layers;
-    out.dtype = kv_dtype_;  // float32 for float32 checkpoints, else bf16
-    auto shape = [](const Weight& w) {
-      return w.defined() ? std::array<int64_t, 2>{w.rows(), w.cols()} : std::array<int64_t, 2>{};
-    };
-    for (const Layer& L : layers_) {
-      const bool dense = L.moe.num_experts() == 0;
-      out.per_layer.push_back({shape(L.wq), shape(L.wk), shape(L.wv), shape(L.wo),
-                               dense ? shape(L.gate) : std::array<int64_t, 2>{},
-                               dense ? shape(L.up) : std::array<int64_t, 2>{},
-                               dense ? shape(L.down) : std::array<int64_t, 2>{}});
-      LoraTargets::Experts e;
-      if (!dense) {
-        e.count = L.moe.num_experts();
-        e.shape[static_cast<size_t>(LoraTarget::Gate)] = shape(L.moe.gate[0]);
-        e.shape[static_cast<size_t>(LoraTarget::Up)] = shape(L.moe.up[0]);
-        e.shape[static_cast<size_t>(LoraTarget::Down)] = shape(L.moe.down[0]);
-      }
-      out.experts.push_back(e);
-    }
+    family::lora_targets_from(out, cfg_, kv_dtype_, layers_);
     return true;
   }
 

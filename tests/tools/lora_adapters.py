@@ -4,7 +4,7 @@ import json
 import pathlib
 
 import numpy as np
-from safetensors.numpy import save_file
+from safetensors.numpy import load_file, save_file
 
 BLOCK = {"q_proj": "self_attn", "k_proj": "self_attn", "v_proj": "self_attn", "o_proj": "self_attn",
          "gate_proj": "mlp", "up_proj": "mlp", "down_proj": "mlp"}
@@ -60,11 +60,35 @@ def write_mlx(dst: pathlib.Path, pairs: dict, rank: int, scale: float) -> pathli
     return dst
 
 
-def merged(tensors: dict, pairs: dict, scale: float) -> dict:
-    """The base weights with W + scale * B @ A on every adapted projection (float64 product, float32 result)."""
+def expert_pairs(tensors: dict, layer_experts: dict, modules, rank: int, seed: int, std: float = 0.3) -> dict:
+    """{(layer, expert, module): (A, B)} for MoE experts' projections: layer_experts = {layer: expert ids}."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for i, experts in layer_experts.items():
+        for e in experts:
+            for m in modules:
+                w = tensors[f"model.layers.{i}.mlp.experts.{e}.{m}.weight"]
+                out[(i, e, m)] = ((rng.standard_normal((rank, w.shape[1])) * std).astype(np.float32),
+                                  (rng.standard_normal((w.shape[0], rank)) * std).astype(np.float32))
+    return out
+
+
+def add_peft_experts(adapter: pathlib.Path, experts: dict):
+    """Adds expert pairs (expert_pairs()) to a PEFT adapter written by write_peft()."""
+    t = load_file(str(adapter / "adapter_model.safetensors"))
+    for (i, e, m), (a, b) in experts.items():
+        p = f"base_model.model.model.layers.{i}.mlp.experts.{e}.{m}."
+        t[p + "lora_A.weight"], t[p + "lora_B.weight"] = a, b
+    save_file(t, str(adapter / "adapter_model.safetensors"))
+
+
+def merged(tensors: dict, pairs: dict, scale: float, experts: dict = None) -> dict:
+    """The base weights with W + scale * B @ A on every adapted projection (float64 product, float32 result),
+    experts' projections (expert_pairs()) included."""
+    names = {f"model.layers.{i}.{BLOCK[m]}.{m}.weight": ab for (i, m), ab in pairs.items()}
+    names.update({f"model.layers.{i}.mlp.experts.{e}.{m}.weight": ab for (i, e, m), ab in (experts or {}).items()})
     out = dict(tensors)
-    for (i, m), (a, b) in pairs.items():
-        k = f"model.layers.{i}.{BLOCK[m]}.{m}.weight"
+    for k, (a, b) in names.items():
         out[k] = (tensors[k].astype(np.float64) + scale * (b.astype(np.float64) @ a.astype(np.float64))).astype(
             np.float32)
     return out

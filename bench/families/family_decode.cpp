@@ -218,16 +218,15 @@ int main(int argc, char** argv) {
     for (int r = 0; r <= runs; ++r) {  // run 0 warms up
       auto cache = new_cache(*model);
       BatchInput in;
-      in.tokens = ids;
-      in.seqs.push_back({cache.get(), prompt, false});
+      in.add(cache.get(), ids);
       auto t0 = std::chrono::steady_clock::now();
       int32_t tok = ops::argmax(model->forward(in)).to_i32_vector()[0];
       double tp = seconds_since(t0);
       auto t1 = std::chrono::steady_clock::now();
       for (int i = 0; i < gen; ++i) {
-        in.tokens = {tok};
-        in.seqs[0].n_tokens = 1;
-        tok = ops::argmax(model->forward(in)).to_i32_vector()[0];
+        BatchInput step;
+        step.add(cache.get(), std::span(&tok, 1));
+        tok = ops::argmax(model->forward(step)).to_i32_vector()[0];
       }
       double td = seconds_since(t1);
       if (r > 0) {

@@ -56,8 +56,7 @@ std::vector<int32_t> prefill_all(Model& m, Caches& caches, int64_t context, doub
     int64_t tokens = 0;
     for (; i < n && (in.seqs.empty() || tokens + context <= kPrefillTokens); ++i) {
       const auto p = random_tokens(context, m.vocab_size(), 1000 + static_cast<uint32_t>(i));
-      in.tokens.insert(in.tokens.end(), p.begin(), p.end());
-      in.seqs.push_back({caches[i].get(), context, false});
+      in.add(caches[i].get(), p);
       tokens += context;
     }
     const auto ids = ops::argmax(m.forward(in)).to(Device::CPU).to_i32_vector();
@@ -84,8 +83,7 @@ DecodeRun plain_decode(Model& m, const BatchDecodeArgs& a, int64_t tg) {
   const double t0 = now_s();
   for (int64_t s = 0; s < tg; ++s) {
     BatchInput in;
-    in.tokens = tok;
-    for (auto& c : caches) in.seqs.push_back({c.get(), 1, false});
+    for (size_t i = 0; i < caches.size(); ++i) in.add(caches[i].get(), std::span(tok).subspan(i, 1));
     const double te = now_s();
     Tensor logits = m.forward(in);
     r.host_s += now_s() - te;

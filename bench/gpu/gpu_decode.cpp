@@ -139,8 +139,7 @@ double copy_bandwidth() {
 double run_prefill(Model& m, int64_t pp) {
   auto cache = new_cache(m, CacheOptions{g_kv, {}});
   BatchInput in;
-  in.tokens = random_tokens(pp, m.vocab_size(), 7);
-  in.seqs.push_back({cache.get(), pp, false});
+  in.add(cache.get(), random_tokens(pp, m.vocab_size(), 7));
   cuda::synchronize();
   double t0 = now_s();
   Tensor logits = m.forward(in);
@@ -177,8 +176,7 @@ double run_decode(Model& m, int64_t tg, int64_t depth, double* enqueue_s) {
   auto cache = new_cache(m, CacheOptions{g_kv, {}});
   if (depth > 0) {
     BatchInput in;
-    in.tokens = random_tokens(depth, m.vocab_size(), 9);
-    in.seqs.push_back({cache.get(), depth, false});
+    in.add(cache.get(), random_tokens(depth, m.vocab_size(), 9));
     m.forward(in);
   }
   cuda::synchronize();
@@ -186,8 +184,7 @@ double run_decode(Model& m, int64_t tg, int64_t depth, double* enqueue_s) {
   double t0 = now_s();
   for (int64_t i = 0; i < tg; ++i) {
     BatchInput in;
-    in.tokens = {tok};
-    in.seqs.push_back({cache.get(), 1, false});
+    in.add(cache.get(), std::span(&tok, 1));
     double te = now_s();
     Tensor logits = m.forward(in);
     *enqueue_s += now_s() - te;  // host time to queue the step's work
@@ -204,8 +201,7 @@ double run_decode_graph(Model& m, int64_t tg, int64_t depth, double* enqueue_s, 
   auto cache = new_cache(m, CacheOptions{g_kv, {}});
   if (depth > 0) {
     BatchInput in;
-    in.tokens = random_tokens(depth, m.vocab_size(), 9);
-    in.seqs.push_back({cache.get(), depth, false});
+    in.add(cache.get(), random_tokens(depth, m.vocab_size(), 9));
     m.forward(in);
   }
   auto g = GreedyStepGraph::create(m, {cache.get()}, depth + tg + 2);

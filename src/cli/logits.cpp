@@ -35,8 +35,7 @@ int run_logits(const LogitsFlags& f) {
   auto cache = new_cache(*model, cache_options(f.model));
 
   BatchInput in;
-  in.tokens = prompt;
-  in.seqs.push_back({cache.get(), static_cast<int64_t>(prompt.size()), true, adapter.get()});
+  in.add(cache.get(), prompt, true, adapter.get());
   Tensor prompt_logits = model->forward(in).to(Device::CPU);
 
   std::vector<int32_t> greedy;
@@ -47,8 +46,7 @@ int run_logits(const LogitsFlags& f) {
     greedy.push_back(tok);
     if (i == f.steps - 1) break;
     BatchInput step;
-    step.tokens = {tok};
-    step.seqs.push_back({cache.get(), 1, false, adapter.get()});
+    step.add(cache.get(), std::span(&tok, 1), false, adapter.get());
     last = model->forward(step).to(Device::CPU);
     std::vector<float> row = last.to_f32_vector();
     steps.insert(steps.end(), row.begin(), row.end());

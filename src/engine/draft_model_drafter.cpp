@@ -54,8 +54,7 @@ class DraftModelSequence final : public SequenceDrafter {
     for (size_t at = 0; at < ids.size();) {
       const size_t n = std::min(ids.size() - at, static_cast<size_t>(chunk_));
       BatchInput in;
-      in.tokens.assign(ids.begin() + static_cast<std::ptrdiff_t>(at), ids.begin() + static_cast<std::ptrdiff_t>(at + n));
-      in.seqs.push_back({cache_.get(), static_cast<int64_t>(n), false});
+      in.add(cache_.get(), std::span(ids).subspan(at, n));
       logits = model_.forward(in);
       fed_.insert(fed_.end(), in.tokens.begin(), in.tokens.end());
       at += n;

@@ -193,10 +193,9 @@ void EngineImpl::run_batch() {
   draft_tokens(decoding, &budget);
   for (Sequence* s : decoding) {
     // A draft rides on the decode row: every row's logits are wanted.
-    in.tokens.push_back(s->tokens[static_cast<size_t>(s->computed)]);
-    in.tokens.insert(in.tokens.end(), s->draft.begin(), s->draft.end());
-    const auto n = 1 + static_cast<int64_t>(s->draft.size());
-    in.seqs.push_back({s->cache.get(), n, n > 1, s->req.lora.get()});
+    std::vector<int32_t> row{s->tokens[static_cast<size_t>(s->computed)]};
+    row.insert(row.end(), s->draft.begin(), s->draft.end());
+    in.add(s->cache.get(), row, row.size() > 1, s->req.lora.get());
     rows.push_back(s);
   }
   for (auto& s : running_) {
@@ -208,8 +207,8 @@ void EngineImpl::run_batch() {
       const int64_t at = publish_point(*s);
       if (at > s->computed && at < s->computed + n) n = at - s->computed;
     }
-    in.tokens.insert(in.tokens.end(), s->tokens.begin() + s->computed, s->tokens.begin() + s->computed + n);
-    in.seqs.push_back({s->cache.get(), n, s->req.prompt_logprobs, s->req.lora.get()});
+    in.add(s->cache.get(), std::span(s->tokens).subspan(static_cast<size_t>(s->computed), static_cast<size_t>(n)),
+           s->req.prompt_logprobs, s->req.lora.get());
     rows.push_back(s.get());
     budget -= n;
   }
@@ -331,8 +330,8 @@ void EngineImpl::run_embeddings() {
   for (auto& s : running_) {
     if (s->req.pooling == Request::Pooling::None || s->state != SeqState::Prefilling || budget == 0) continue;
     const int64_t n = std::min({s->prompt_len - s->computed, opt_.prefill_chunk, budget});
-    in.tokens.insert(in.tokens.end(), s->tokens.begin() + s->computed, s->tokens.begin() + s->computed + n);
-    in.seqs.push_back({s->cache.get(), n, s->req.pooling == Request::Pooling::Mean, s->req.lora.get()});
+    in.add(s->cache.get(), std::span(s->tokens).subspan(static_cast<size_t>(s->computed), static_cast<size_t>(n)),
+           s->req.pooling == Request::Pooling::Mean, s->req.lora.get());
     rows.push_back(s.get());
     budget -= n;
   }

@@ -40,6 +40,6 @@ Tensor step_cuda(const std::vector<RowsKV>& rows, DType dtype, const LayerSpec& 
 
 }  // namespace
 
-void install_rows_cuda() { register_rows_kernels(Device::CUDA, &step_cuda); }
+RowsStepFn rows_cuda_kernel() { return &step_cuda; }
 
 }  // namespace ingot::kv

@@ -1,10 +1,11 @@
-// Registers the CUDA kernels of kv/batched_rows.h (one K/V write and one
-// attention launch per layer for a decode step's contiguous stores). Built
-// with the CUDA backend only, installed beside install_paged_cuda().
+// The CUDA kernels of kv/batched_rows.h (one K/V write and one attention
+// launch per layer for a decode step's contiguous stores), for the CUDA
+// device plug-in (runtime/cuda_plugin.h). Built with the CUDA backend only.
 #pragma once
+#include "kv/batched_rows.h"
 
 namespace ingot::kv {
 
-void install_rows_cuda();
+RowsStepFn rows_cuda_kernel();
 
 }  // namespace ingot::kv

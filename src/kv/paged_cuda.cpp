@@ -252,9 +252,8 @@ Tensor gather_cuda(const LayerPool& lp, bool is_v, const int32_t* table, int64_t
 
 }  // namespace
 
-void install_paged_cuda() {
-  register_paged_kernels(Device::CUDA,
-                         PagedKernels{&attend_cuda, &write_cuda, &gather_cuda, &attend_rows_cuda, &write_rows_cuda});
+PagedKernels paged_cuda_kernels() {
+  return PagedKernels{&attend_cuda, &write_cuda, &gather_cuda, &attend_rows_cuda, &write_rows_cuda};
 }
 
 }  // namespace ingot::kv

@@ -1,10 +1,10 @@
-// Registers the CUDA kernels of the paged stores (kv/paged_attention.h) for
-// Device::CUDA. Built with the CUDA backend only; runtime::init_backends()
-// calls it once a device is found.
+// The CUDA kernels of the paged stores (kv/paged_attention.h), for the CUDA
+// device plug-in (runtime/cuda_plugin.h). Built with the CUDA backend only.
 #pragma once
+#include "kv/paged_attention.h"
 
 namespace ingot::kv {
 
-void install_paged_cuda();
+PagedKernels paged_cuda_kernels();
 
 }  // namespace ingot::kv

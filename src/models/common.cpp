@@ -9,23 +9,24 @@ namespace ingot::family {
 
 BatchPlan plan_batch(const BatchInput& in, Device device) {
   BatchPlan p;
-  p.n = static_cast<int64_t>(in.tokens.size());
-  std::vector<int32_t> pos;
-  pos.reserve(static_cast<size_t>(p.n));
+  p.n = in.step ? in.step->ids.numel() : static_cast<int64_t>(in.tokens.size());
   int64_t total = 0;
   for (const SeqInput& s : in.seqs) {
     INGOT_CHECK(s.cache && s.n_tokens > 0, "every sequence in a batch needs a cache and tokens");
     p.starts.push_back(total);
-    const int64_t base = s.cache->offset();
-    for (int64_t i = 0; i < s.n_tokens; ++i) {
-      pos.push_back(static_cast<int32_t>(base + i));
+    for (int64_t i = 0; i < s.n_tokens; ++i)
       if (s.all_logits || i == s.n_tokens - 1) p.pick.push_back(total + i);
-    }
     total += s.n_tokens;
   }
   INGOT_CHECK(total == p.n, "batch tokens do not add up");
+  if (in.step) {
+    p.ids = in.step->ids;
+    p.positions = in.step->positions;
+    return p;
+  }
+  INGOT_CHECK(in.positions.size() == in.tokens.size(), "a batch needs a position for every token (BatchInput::add)");
   p.ids = Tensor::from_i32(in.tokens, {p.n}).to(device);
-  p.positions = Tensor::from_i32(pos, {p.n}).to(device);
+  p.positions = Tensor::from_i32(in.positions, {p.n}).to(device);
   return p;
 }
 

@@ -152,30 +152,16 @@ Tensor DecoderModel::attention_block(const Layer& L, int li, const Tensor& h, co
 }
 
 Tensor DecoderModel::forward(const BatchInput& in) {
-  const int64_t N = in.step ? in.step->ids.numel() : static_cast<int64_t>(in.tokens.size());
-  int64_t total = 0;
-  std::vector<int32_t> pos;
-  pos.reserve(static_cast<size_t>(N));
-  std::vector<int64_t> pick;
-  for (const SeqInput& s : in.seqs) {
-    INGOT_CHECK(s.cache && s.n_tokens > 0, "every sequence in a batch needs a cache and tokens");
-    int64_t base = s.cache->offset();
-    for (int64_t i = 0; i < s.n_tokens; ++i) {
-      pos.push_back(static_cast<int32_t>(base + i));
-      if (s.all_logits || i == s.n_tokens - 1) pick.push_back(total + i);
-    }
-    total += s.n_tokens;
-  }
-  INGOT_CHECK(total == N, "batch tokens do not add up");
-  Tensor ids = in.step ? in.step->ids : Tensor::from_i32(in.tokens, {N}).to(device_);
-  Tensor positions = in.step ? in.step->positions : Tensor::from_i32(pos, {N}).to(device_);
+  const family::BatchPlan plan = family::plan_batch(in, device_);
+  const int64_t N = plan.n;
+  const Tensor& positions = plan.positions;
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
 
   // Adapters stay beside the base weights: each projection adds its rows'
   // low-rank updates after the base product (nothing to do for a base-only batch).
   const LoraBatch lora(in);
   INGOT_CHECK(lora.empty() || (!in.step && !tp_), "LoRA rows in a captured step or a tensor-parallel model");
-  Tensor x = ops::embedding(trunk_.embed, ids);
+  Tensor x = ops::embedding(trunk_.embed, plan.ids);
   for (size_t li = 0; li < layers_.size(); ++li) {
     const Layer& L = layers_[li];
     const int64_t l = static_cast<int64_t>(li);
@@ -198,7 +184,7 @@ Tensor DecoderModel::forward(const BatchInput& in) {
     x = row_parallel_residual(a, L.down, L.down_b.defined() ? &L.down_b : nullptr, x);
     lora.add(x, a, l, LoraTarget::Down);
   }
-  if (static_cast<int64_t>(pick.size()) != N) x = ops::gather_rows(x, pick);
+  if (static_cast<int64_t>(plan.pick.size()) != N) x = ops::gather_rows(x, plan.pick);
   x = ops::rms_norm(x, trunk_.final_norm, eps);
   if (in.hidden_states) return ops::cast(x, DType::F32);
   return ops::cast(ops::linear(x, trunk_.lm_head), DType::F32);

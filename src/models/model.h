@@ -2,6 +2,7 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,7 @@ struct StepInputs {
 // Tokens of several sequences, concatenated; each continues its own cache.
 struct BatchInput {
   std::vector<int32_t> tokens;
+  std::vector<int32_t> positions;  // each token's absolute position (where its K/V row goes)
   std::vector<SeqInput> seqs;
   // Set: ids/positions come from here (tokens may be empty) and the caches are
   // written and read through append_at / attend_upto; only decode rows.
@@ -41,6 +43,21 @@ struct BatchInput {
   // Rows of the final-normed hidden state [rows, hidden] float32 instead of
   // logits (embeddings), for models whose supports_hidden_states().
   bool hidden_states = false;
+
+  // Appends a sequence's next tokens, numbered from where its cache stands.
+  void add(kv::SequenceCache* cache, std::span<const int32_t> next, bool all_logits = false,
+           const LoraAdapter* lora = nullptr) {
+    const int64_t base = cache ? cache->offset() : 0;
+    tokens.insert(tokens.end(), next.begin(), next.end());
+    for (size_t i = 0; i < next.size(); ++i) positions.push_back(static_cast<int32_t>(base + static_cast<int64_t>(i)));
+    seqs.push_back({cache, static_cast<int64_t>(next.size()), all_logits, lora});
+  }
+  // A batch of one sequence.
+  static BatchInput of(kv::SequenceCache* cache, std::span<const int32_t> next, bool all_logits = false) {
+    BatchInput in;
+    in.add(cache, next, all_logits);
+    return in;
+  }
 };
 
 // How a sequence's cache should be built.

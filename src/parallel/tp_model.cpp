@@ -32,6 +32,7 @@ class TensorParallelModel final : public Model {
     std::vector<BatchInput> per_rank(static_cast<size_t>(n));
     for (int r = 0; r < n; ++r) {
       per_rank[static_cast<size_t>(r)].tokens = in.tokens;
+      per_rank[static_cast<size_t>(r)].positions = in.positions;
       for (const SeqInput& s : in.seqs) {
         auto* sharded = dynamic_cast<ShardedCache*>(s.cache);
         if (!sharded || sharded->ranks() != n)

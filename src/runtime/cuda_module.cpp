@@ -10,7 +10,7 @@ namespace ingot::runtime {
 namespace {
 
 constexpr const char* kModuleName = "libingot_cuda.so";
-constexpr int kAbi = 1;  // src/backend/cuda/module.cpp
+constexpr int kAbi = 2;  // src/runtime/cuda_module_entry.cpp
 
 void* open_module(std::string& error) {
   std::error_code ec;
@@ -48,7 +48,7 @@ CudaModule load() {
     return m;
   }
   if (!bind(h, "ingot_cuda_module_available", m.available, m.error) ||
-      !bind(h, "ingot_cuda_module_install", m.install, m.error) ||
+      !bind(h, "ingot_cuda_module_plugin", m.plugin, m.error) ||
       !bind(h, "ingot_cuda_module_total_memory", m.total_memory, m.error))
     return m;
   m.loaded = true;

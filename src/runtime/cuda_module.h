@@ -3,13 +3,15 @@
 #include <cstdint>
 #include <string>
 
+#include "runtime/device_plugin.h"
+
 namespace ingot::runtime {
 
 struct CudaModule {
   bool loaded = false;
   std::string error;  // why it did not load
   bool (*available)() = nullptr;
-  void (*install)() = nullptr;
+  void (*plugin)(DevicePlugin* out) = nullptr;  // fills the CUDA device plug-in
   int64_t (*total_memory)() = nullptr;
 };
 

@@ -2,14 +2,16 @@
 
 #include <unistd.h>
 
+#include <mutex>
+
 #include "backend/cpu/cpu_backend.h"
-#include "util/error.h"
 #include "quant/quant.h"
+#include "runtime/device_plugin.h"
+#include "util/error.h"
 
 #if defined(INGOT_HAVE_CUDA)
 #include "backend/cuda/cuda_backend.h"
-#include "kv/contiguous_cuda.h"
-#include "kv/paged_cuda.h"
+#include "runtime/cuda_plugin.h"
 #elif defined(INGOT_CUDA_MODULE)
 #include "runtime/cuda_module.h"
 #endif
@@ -17,15 +19,16 @@
 namespace ingot::runtime {
 
 void init_backends() {
-  cpu::install();
-  quant::install_cpu_kernels();
+  static std::once_flag once;
+  std::call_once(once, [] {
+    DevicePlugin cpu;  // host memory and the paged kernels' CPU defaults need no hooks
+    cpu.backend = cpu::backend();
+    register_device(cpu);
+    quant::install_cpu_kernels();  // the CPU backend's per-format tables
 #ifdef INGOT_HAVE_CUDA
-  cuda::try_install();
-  if (cuda::available()) {
-    kv::install_paged_cuda();
-    kv::install_rows_cuda();
-  }
+    if (cuda::available()) register_device(cuda_plugin());
 #endif
+  });
 }
 
 void enable_device(Device d) {
@@ -33,7 +36,13 @@ void enable_device(Device d) {
 #if defined(INGOT_CUDA_MODULE)
   const CudaModule& m = cuda_module();
   if (!m.loaded) fail(ErrorKind::Unsupported, "--device cuda: the CUDA backend could not be loaded (", m.error, ")");
-  m.install();
+  static std::once_flag once;
+  std::call_once(once, [&m] {
+    if (!m.available()) return;
+    DevicePlugin p;
+    m.plugin(&p);
+    register_device(p);
+  });
 #endif
 }
 

@@ -37,8 +37,8 @@ class CpuBackend final : public Backend {
   void low_rank_add(Tensor& y, const Tensor& x, const std::vector<LowRankGroup>& groups) override;
 };
 
-// Installs the CPU backend (idempotent).
-void install();
+// The CPU backend (one per process), registered by runtime::init_backends().
+Backend* backend();
 
 // PARITY.md greedy choice for one float32 row; returns the chosen log-prob.
 float greedy_argmax_row(const float* row, int64_t v, int64_t* out_id);

@@ -477,10 +477,9 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
-void install_backend() {
+Backend* backend() {
   static CudaBackend* b = new CudaBackend();
-  register_backend(Device::CUDA, b);
-  register_row_sampler(Device::CUDA, &sample_rows_cuda);
+  return b;
 }
 
 }  // namespace ingot::cuda

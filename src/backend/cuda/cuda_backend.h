@@ -3,13 +3,23 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+
+#include "ops/backend.h"
+#include "tensor/storage.h"
+#include "tensor/tensor.h"
 
 namespace ingot::cuda {
 
 // True when the CUDA runtime sees at least one device.
 bool available();
-// Installs the CUDA backend, allocator and copy hooks if a device is present.
-void try_install();
+// The backend's pieces of the CUDA device plug-in (runtime/cuda_plugin.h
+// registers them): the op vocabulary, device memory from the caching
+// allocator, and copies that touch device memory.
+Backend* backend();
+std::shared_ptr<Storage> allocate(size_t bytes);
+void copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes);
+void strided_copy(const Tensor& src, Tensor& dst);  // kernels.cu
 // Waits for all queued device work (benchmarks, tests).
 void synchronize();
 

@@ -156,8 +156,6 @@ class CudaStorage final : public Storage {
   size_t rounded_ = 0;
 };
 
-std::shared_ptr<Storage> allocate(size_t bytes) { return std::make_shared<CudaStorage>(bytes); }
-
 // Small host-to-device copies (token ids, positions, row tables) go through
 // a ring of pinned slots: the host bytes are copied into a slot and the
 // upload is queued without waiting, so a decode step never blocks on its
@@ -196,6 +194,10 @@ PinnedStaging& staging() {
   return *s;
 }
 
+}  // namespace
+
+std::shared_ptr<Storage> allocate(size_t bytes) { return std::make_shared<CudaStorage>(bytes); }
+
 void copy(void* dst, Device dd, const void* src, Device sd, size_t bytes) {
   if (bytes == 0) return;
   // A captured step must read its inputs from device memory: a host copy
@@ -209,8 +211,6 @@ void copy(void* dst, Device dd, const void* src, Device sd, size_t bytes) {
   // Host memory must be valid (and filled) when the call returns.
   if (kind != cudaMemcpyDeviceToDevice) CUDA_OK(cudaStreamSynchronize(stream()));
 }
-
-}  // namespace
 
 namespace {
 
@@ -282,20 +282,6 @@ bool available() {
     return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
   }();
   return ok;
-}
-
-void install_backend();            // cuda_backend.cpp
-void strided_copy(const Tensor& src, Tensor& dst);  // kernels.cu
-
-void try_install() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    if (!available()) return;
-    register_device_allocator(Device::CUDA, &allocate);
-    register_device_copy(&copy);
-    register_device_strided_copy(&strided_copy);
-    install_backend();
-  });
 }
 
 }  // namespace ingot::cuda

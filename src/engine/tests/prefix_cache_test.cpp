@@ -42,8 +42,7 @@ std::unique_ptr<Model> prefix_model() {
 std::unique_ptr<kv::SequenceCache> prefilled(Model& model, const std::vector<int32_t>& ids) {
   auto c = new_cache(model);
   BatchInput in;
-  in.tokens = ids;
-  in.seqs.push_back({c.get(), static_cast<int64_t>(ids.size()), false});
+  in.add(c.get(), ids, false);
   model.forward(in);
   return c;
 }
@@ -82,8 +81,7 @@ TEST(PrefixCache, ChainLookupForkAndEviction) {
   auto model = prefix_model();
   auto cache = new_cache(*model);
   BatchInput in;
-  in.tokens = a;
-  in.seqs.push_back({cache.get(), 10, false});
+  in.add(cache.get(), a, false);
   model->forward(in);
   pc.publish(a, 10, *cache, 100);
   EXPECT_EQ(pc.entries(), 1);
@@ -187,8 +185,7 @@ TEST(PrefixCache, ForkedPrefixGivesBitIdenticalLogitRows) {
     for (size_t s = from; s < ids.size(); s += 512) {
       BatchInput in;
       const size_t e = std::min(ids.size(), s + 512);
-      in.tokens.assign(ids.begin() + static_cast<long>(s), ids.begin() + static_cast<long>(e));
-      in.seqs.push_back({&c, static_cast<int64_t>(e - s), true});
+      in.add(&c, std::span(ids).subspan(s, e - s), true);
       last = model->forward(in);
     }
     return last.to_f32_vector();
@@ -216,8 +213,7 @@ TEST(PrefixCacheExact, EntriesAreFoundOnlyWhole) {
   const auto ids = random_ids(40, 9, 64);
   auto cache = new_cache(*model);
   BatchInput in;
-  in.tokens.assign(ids.begin(), ids.begin() + 32);
-  in.seqs.push_back({cache.get(), 32, false});
+  in.add(cache.get(), std::span(ids).first(32));
   model->forward(in);
   auto other = ids;  // shares only the first block
   for (size_t i = 20; i < other.size(); ++i) other[i] = (other[i] + 1) % 64;

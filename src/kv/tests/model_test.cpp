@@ -38,8 +38,7 @@ std::vector<int32_t> prompt(int64_t n, int64_t seed, int64_t vocab) {
 
 Tensor run(Model& m, SequenceCache& c, const std::vector<int32_t>& toks, bool all = false) {
   BatchInput in;
-  in.tokens = toks;
-  in.seqs.push_back({&c, static_cast<int64_t>(toks.size()), all});
+  in.add(&c, toks, all);
   return m.forward(in);
 }
 
@@ -99,8 +98,7 @@ TEST_P(RowsDecode, RowsOfDifferentLengthsDecodeLikeEachAlone) {
     BatchInput in;
     for (size_t i = 0; i < r.size(); ++i) {
       const auto& t = prefill ? prompts[static_cast<size_t>(who[i])] : std::vector<int32_t>{toks[who[i]][s - 1]};
-      in.tokens.insert(in.tokens.end(), t.begin(), t.end());
-      in.seqs.push_back({&r.row(i), static_cast<int64_t>(t.size()), false});
+      in.add(&r.row(i), t, false);
     }
     Tensor l = model->forward(in);
     for (size_t i = 0; i < r.size(); ++i)
@@ -181,8 +179,7 @@ TEST_P(MixedStep, DecodeRowsBesidePrefillChunksAndDraftsMatchEachAlone) {
   }
   BatchInput in;
   for (size_t i = 0; i < n_new.size(); ++i) {
-    in.tokens.insert(in.tokens.end(), extra[i].begin(), extra[i].end());
-    in.seqs.push_back({together[i].get(), n_new[i], true});
+    in.add(together[i].get(), extra[i], true);
   }
   Tensor l = model->forward(in);
   ASSERT_EQ(l.dim(0), static_cast<int64_t>(in.tokens.size()));

@@ -38,14 +38,14 @@ TEST_P(DecoderGolden, IncrementalDecodeEqualsFullRecompute) {
   std::vector<int32_t> ids = {5, 17, 301, 44, 9, 250, 77, 128, 3, 400, 61, 12};
   // Full recompute: logits of every position in one pass.
   auto full_cache = new_cache(*model);
-  Tensor full = model->forward({ids, {{full_cache.get(), int64_t(ids.size()), true}}});
+  Tensor full = model->forward(BatchInput::of(full_cache.get(), ids, true));
   // Incremental: a 5-token prefill, then one token at a time.
   auto cache = new_cache(*model);
   std::vector<int32_t> head(ids.begin(), ids.begin() + 5);
-  Tensor pre = model->forward({head, {{cache.get(), 5, true}}});
+  Tensor pre = model->forward(BatchInput::of(cache.get(), head, true));
   for (int64_t r = 0; r < 5; ++r) EXPECT_LT(rel(row(pre, r), row(full, r)), 1e-6) << "prefill row " << r;
   for (size_t i = 5; i < ids.size(); ++i) {
-    Tensor step = model->forward({{ids[i]}, {{cache.get(), 1, false}}});
+    Tensor step = model->forward(BatchInput::of(cache.get(), std::vector<int32_t>{ids[i]}, false));
     EXPECT_LT(rel(row(step, 0), row(full, int64_t(i))), 1e-5) << "step " << i;
   }
   EXPECT_EQ(cache->offset(), int64_t(ids.size()));
@@ -55,14 +55,14 @@ TEST_P(DecoderGolden, TrimRewindsTheCache) {
   auto model = load_model(golden(GetParam()));
   std::vector<int32_t> ids = {5, 17, 301, 44, 9, 250};
   auto cache = new_cache(*model);
-  model->forward({ids, {{cache.get(), 6, false}}});
-  Tensor a = model->forward({{7}, {{cache.get(), 1, false}}});
+  model->forward(BatchInput::of(cache.get(), ids, false));
+  Tensor a = model->forward(BatchInput::of(cache.get(), std::vector<int32_t>{7}, false));
   cache->trim(1);
-  Tensor b = model->forward({{7}, {{cache.get(), 1, false}}});
+  Tensor b = model->forward(BatchInput::of(cache.get(), std::vector<int32_t>{7}, false));
   EXPECT_EQ(a.to_f32_vector(), b.to_f32_vector());
   auto fork = cache->clone();
-  Tensor c = model->forward({{9}, {{fork.get(), 1, false}}});
-  Tensor d = model->forward({{9}, {{cache.get(), 1, false}}});
+  Tensor c = model->forward(BatchInput::of(fork.get(), std::vector<int32_t>{9}, false));
+  Tensor d = model->forward(BatchInput::of(cache.get(), std::vector<int32_t>{9}, false));
   EXPECT_EQ(c.to_f32_vector(), d.to_f32_vector());
 }
 
@@ -74,12 +74,13 @@ TEST(DecoderLoad, TwoSequencesInOneBatchMatchAlone) {
   auto model = load_model(golden("qwen2-float32"));
   std::vector<int32_t> a = {1, 2, 3, 4, 5, 6, 7}, b = {100, 200, 300};
   auto ca = new_cache(*model), cb = new_cache(*model);
-  Tensor la = model->forward({a, {{ca.get(), 7, false}}});
-  Tensor lb = model->forward({b, {{cb.get(), 3, false}}});
+  Tensor la = model->forward(BatchInput::of(ca.get(), a, false));
+  Tensor lb = model->forward(BatchInput::of(cb.get(), b, false));
   auto ca2 = new_cache(*model), cb2 = new_cache(*model);
-  std::vector<int32_t> both = a;
-  both.insert(both.end(), b.begin(), b.end());
-  Tensor lab = model->forward({both, {{ca2.get(), 7, false}, {cb2.get(), 3, false}}});
+  BatchInput both;
+  both.add(ca2.get(), a);
+  both.add(cb2.get(), b);
+  Tensor lab = model->forward(both);
   EXPECT_EQ(row(lab, 0), la.to_f32_vector());
   EXPECT_EQ(row(lab, 1), lb.to_f32_vector());
 }
@@ -114,6 +115,6 @@ TEST(DecoderLoad, BadCheckpointsAreClearErrors) {
 TEST(DecoderLoad, TokenIdOutOfRangeIsAnError) {
   auto model = load_model(golden("llama-float32"));
   auto cache = new_cache(*model);
-  EXPECT_THROW(model->forward({{1, 512}, {{cache.get(), 2, false}}}), Error);
-  EXPECT_THROW(model->forward({{-1}, {{cache.get(), 1, false}}}), Error);
+  EXPECT_THROW(model->forward(BatchInput::of(cache.get(), std::vector<int32_t>{1, 512}, false)), Error);
+  EXPECT_THROW(model->forward(BatchInput::of(cache.get(), std::vector<int32_t>{-1}, false)), Error);
 }

@@ -15,7 +15,7 @@ using namespace ingot;
 
 namespace {
 
-const char* kFamilies[] = {"gemma2", "gemma3", "gemma4", "qwen3_moe", "qwen3_next", "qwen3_5"};
+const char* kFamilies[] = {"llama", "gemma2", "gemma3", "gemma4", "qwen3_moe", "qwen3_next", "qwen3_5"};
 
 std::string golden_dir(const std::string& fam) {
   std::string d = std::string(INGOT_SHARED_DIR) + "/goldens/" + fam + "-float32";
@@ -36,8 +36,7 @@ std::vector<int32_t> ids(int n, int seed, int64_t vocab) {
 
 Tensor run(Model& m, kv::SequenceCache& c, const std::vector<int32_t>& toks, bool all) {
   BatchInput in;
-  in.tokens = toks;
-  in.seqs.push_back({&c, static_cast<int64_t>(toks.size()), all});
+  in.add(&c, toks, all);
   return m.forward(in);
 }
 
@@ -92,8 +91,7 @@ TEST_P(Family, MixedLengthBatchEqualsEachAlone) {
   }
   BatchInput in;
   for (int s = 0; s < 3; ++s) {
-    in.tokens.insert(in.tokens.end(), seqs[static_cast<size_t>(s)].begin(), seqs[static_cast<size_t>(s)].end());
-    in.seqs.push_back({caches[static_cast<size_t>(s)].get(), lens[s], true});
+    in.add(caches[static_cast<size_t>(s)].get(), seqs[static_cast<size_t>(s)], true);
   }
   Tensor batch = model->forward(in);
   ASSERT_EQ(batch.dim(0), 3 + 17 + 70);
@@ -103,8 +101,7 @@ TEST_P(Family, MixedLengthBatchEqualsEachAlone) {
       EXPECT_LT(row_rel(batch, row, alone_prefill[static_cast<size_t>(s)], i), 1e-6) << "seq " << s << " row " << i;
   BatchInput step;
   for (int s = 0; s < 3; ++s) {
-    step.tokens.push_back(11 + s);
-    step.seqs.push_back({caches[static_cast<size_t>(s)].get(), 1, false});
+    step.add(caches[static_cast<size_t>(s)].get(), std::vector<int32_t>{11 + s}, false);
   }
   Tensor out = model->forward(step);
   ASSERT_EQ(out.dim(0), 3);
@@ -123,6 +120,22 @@ TEST_P(Family, CloneContinuesIndependently) {
   run(*model, *cache, {9, 9, 9}, false);  // diverge the original
   Tensor b = run(*model, *snap, {5}, false);
   EXPECT_LT(row_rel(b, 0, a, 0), 1e-7);
+}
+
+// Positions arrive in the batch: add() numbers a sequence's tokens from where
+// its cache stands, and a batch without a position for every token is refused.
+TEST_P(Family, PositionsArriveInTheBatch) {
+  auto model = load_model(golden_dir(GetParam()));
+  auto cache = new_cache(*model);
+  run(*model, *cache, ids(5, 1, model->vocab_size()), false);
+  BatchInput step;
+  step.add(cache.get(), std::vector<int32_t>{7, 8});
+  EXPECT_EQ(step.positions, (std::vector<int32_t>{5, 6}));
+  BatchInput bare;
+  bare.tokens = {7};
+  bare.seqs.push_back({cache.get(), 1, false});
+  EXPECT_THROW(model->forward(bare), Error);
+  EXPECT_EQ(cache->offset(), 5);  // nothing written by the refused batch
 }
 
 INSTANTIATE_TEST_SUITE_P(Goldens, Family, ::testing::ValuesIn(kFamilies),

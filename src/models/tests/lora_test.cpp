@@ -78,16 +78,14 @@ TEST(LoraBatch, ExpertAdaptersOfSeveralSequencesInOneBatchMatchEachAlone) {
   for (size_t i = 0; i < who.size(); ++i) {
     auto c = new_cache(*model);
     BatchInput in;
-    in.tokens = prompts[i];
-    in.seqs.push_back({c.get(), static_cast<int64_t>(prompts[i].size()), true, who[i]});
+    in.add(c.get(), prompts[i], true, who[i]);
     alone.push_back(model->forward(in));
   }
   std::vector<std::unique_ptr<kv::SequenceCache>> caches;
   BatchInput in;
   for (size_t i = 0; i < who.size(); ++i) {
     caches.push_back(new_cache(*model));
-    in.tokens.insert(in.tokens.end(), prompts[i].begin(), prompts[i].end());
-    in.seqs.push_back({caches.back().get(), static_cast<int64_t>(prompts[i].size()), true, who[i]});
+    in.add(caches.back().get(), prompts[i], true, who[i]);
   }
   Tensor together = model->forward(in);
   int64_t row = 0;
@@ -100,8 +98,7 @@ TEST(LoraBatch, ExpertAdaptersOfSeveralSequencesInOneBatchMatchEachAlone) {
   EXPECT_NE(alone[0].to_f32_vector(), [&] {
     auto c = new_cache(*model);
     BatchInput plain;
-    plain.tokens = prompts[0];
-    plain.seqs.push_back({c.get(), static_cast<int64_t>(prompts[0].size()), true, nullptr});
+    plain.add(c.get(), prompts[0], true, nullptr);
     return model->forward(plain).to_f32_vector();
   }());
 }

@@ -35,10 +35,10 @@ std::vector<std::vector<float>> run_greedy(Model& m, const std::vector<int32_t>&
                                            const CacheOptions& co = {}) {
   auto cache = new_cache(m, co);
   std::vector<std::vector<float>> rows;
-  rows.push_back(m.forward({ids, {{cache.get(), int64_t(ids.size()), false}}}).to_f32_vector());
+  rows.push_back(m.forward(BatchInput::of(cache.get(), ids, false)).to_f32_vector());
   for (int s = 0; s < steps; ++s) {
     int32_t next = argmax(rows.back());
-    rows.push_back(m.forward({{next}, {{cache.get(), 1, false}}}).to_f32_vector());
+    rows.push_back(m.forward(BatchInput::of(cache.get(), std::vector<int32_t>{next}, false)).to_f32_vector());
   }
   return rows;
 }
@@ -105,18 +105,21 @@ TEST(TensorParallel, BatchedSequencesAndTrimAndClone) {
   std::vector<int32_t> a = {5, 17, 301, 44, 9}, b = {250, 77, 128};
   auto wa = new_cache(*whole), wb = new_cache(*whole);
   auto sa = new_cache(*split), sb = new_cache(*split);
-  std::vector<int32_t> both = a;
-  both.insert(both.end(), b.begin(), b.end());
-  Tensor w = whole->forward({both, {{wa.get(), 5, true}, {wb.get(), 3, true}}});
-  Tensor s = split->forward({both, {{sa.get(), 5, true}, {sb.get(), 3, true}}});
+  BatchInput wboth, sboth;
+  wboth.add(wa.get(), a, true);
+  wboth.add(wb.get(), b, true);
+  sboth.add(sa.get(), a, true);
+  sboth.add(sb.get(), b, true);
+  Tensor w = whole->forward(wboth);
+  Tensor s = split->forward(sboth);
   EXPECT_LT(rel(s.to_f32_vector(), w.to_f32_vector()), 1e-5);
   // trim and clone reach every rank's cache: rewinding one token and replaying it is exact.
   auto fork = sa->clone();
   sa->trim(1);
   EXPECT_EQ(sa->offset(), 4);
-  Tensor again = split->forward({{9}, {{sa.get(), 1, false}}});
-  Tensor from_fork = split->forward({{7}, {{fork.get(), 1, false}}});
-  Tensor whole_next = whole->forward({{7}, {{wa.get(), 1, false}}});
+  Tensor again = split->forward(BatchInput::of(sa.get(), std::vector<int32_t>{9}, false));
+  Tensor from_fork = split->forward(BatchInput::of(fork.get(), std::vector<int32_t>{7}, false));
+  Tensor whole_next = whole->forward(BatchInput::of(wa.get(), std::vector<int32_t>{7}, false));
   EXPECT_LT(rel(again.to_f32_vector(), s.slice(0, 4, 5).to_f32_vector()), 1e-6);
   EXPECT_LT(rel(from_fork.to_f32_vector(), whole_next.to_f32_vector()), 1e-5);
 }

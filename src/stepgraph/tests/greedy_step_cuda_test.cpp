@@ -91,8 +91,7 @@ std::vector<int32_t> prompt(int64_t n, uint32_t seed) {
 // Prefill through plain forward(); returns the greedy token after the prompt.
 int32_t prefill(Model& m, kv::SequenceCache& c, const std::vector<int32_t>& p) {
   BatchInput in;
-  in.tokens = p;
-  in.seqs.push_back({&c, static_cast<int64_t>(p.size()), false});
+  in.add(&c, p, false);
   return ops::argmax(m.forward(in)).to(Device::CPU).data<int32_t>()[0];
 }
 
@@ -102,8 +101,7 @@ std::vector<std::vector<int32_t>> plain_decode(Model& m, std::vector<kv::Sequenc
   std::vector<std::vector<int32_t>> out(caches.size());
   for (int s = 0; s < steps; ++s) {
     BatchInput in;
-    in.tokens = tok;
-    for (auto* c : caches) in.seqs.push_back({c, 1, false});
+    for (size_t i = 0; i < caches.size(); ++i) in.add(caches[i], std::span(tok).subspan(i, 1));
     tok = ops::argmax(m.forward(in)).to(Device::CPU).to_i32_vector();
     for (size_t i = 0; i < caches.size(); ++i) out[i].push_back(tok[i]);
   }
@@ -123,8 +121,7 @@ LoggedDecode logged_decode(Model& m, const std::vector<kv::SequenceCache*>& cach
   out.logits.resize(caches.size());
   for (int s = 0; s < steps; ++s) {
     BatchInput in;
-    in.tokens = tok;
-    for (auto* c : caches) in.seqs.push_back({c, 1, false});
+    for (size_t i = 0; i < caches.size(); ++i) in.add(caches[i], std::span(tok).subspan(i, 1));
     const std::vector<float> l = m.forward(in).to(Device::CPU).contiguous().to_f32_vector();
     for (size_t i = 0; i < caches.size(); ++i) {
       const auto row = l.begin() + static_cast<int64_t>(i) * kVocab;

@@ -14,8 +14,7 @@ namespace {
 std::vector<float> run(Model& m, std::vector<std::pair<kv::SequenceCache*, std::vector<int32_t>>> parts) {
   BatchInput in;
   for (auto& [cache, toks] : parts) {
-    in.tokens.insert(in.tokens.end(), toks.begin(), toks.end());
-    in.seqs.push_back({cache, static_cast<int64_t>(toks.size()), true});
+    in.add(cache, toks, true);
   }
   return m.forward(in).to_f32_vector();
 }

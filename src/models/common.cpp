@@ -53,6 +53,15 @@ Trunk load_trunk(const WeightSource& src, const ModelConfig& cfg) {
   return t;
 }
 
+Tensor Trunk::logits(Tensor x, const BatchPlan& plan, const ActRound& r, float eps, bool norm_offset,
+                     float softcap) const {
+  if (static_cast<int64_t>(plan.pick.size()) != plan.n) x = ops::gather_rows(x, plan.pick);
+  x = r(ops::rms_norm(x, final_norm, eps, norm_offset));
+  Tensor out = r(ops::linear(x, lm_head));
+  if (softcap > 0) out = r(ops::softcap(out, softcap));
+  return ops::cast(out, DType::F32);
+}
+
 DType Trunk::weight_dtype() const {
   return embed.is_affine() || is_quantized(embed.dtype()) ? DType::F32 : embed.dtype();
 }

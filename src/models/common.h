@@ -26,18 +26,6 @@ void expect_len(const Tensor& t, int64_t n, const std::string& name);
 // Bytes of the embedding and the output head, counting a tied head once.
 size_t embedding_bytes(const Weight& embed, const Weight& lm_head);
 
-// What every decoder family loads alike around its layers, shape-checked:
-// the token embedding, the output head (the embedding's rows unless the
-// checkpoint is untied and has lm_head.weight) and the final norm.
-struct Trunk {
-  Weight embed, lm_head;
-  Tensor final_norm;
-  // The checkpoint's dense dtype (float32 for quantized or affine weights).
-  DType weight_dtype() const;
-  size_t bytes() const { return embedding_bytes(embed, lm_head); }
-};
-Trunk load_trunk(const WeightSource& src, const ModelConfig& cfg);
-
 // Rounds activations to the reference's compute dtype at the points where
 // the reference materialises a tensor in that dtype (bf16 checkpoints run
 // in bf16 in transformers); identity for float32 models. Returns float32.
@@ -49,6 +37,24 @@ struct ActRound {
     return dtype == DType::F32 ? x : ops::cast(ops::cast(x, dtype), DType::F32);
   }
 };
+// What every decoder family loads alike around its layers, shape-checked:
+// the token embedding, the output head (the embedding's rows unless the
+// checkpoint is untied and has lm_head.weight) and the final norm.
+struct Trunk {
+  Weight embed, lm_head;
+  Tensor final_norm;
+  // The checkpoint's dense dtype (float32 for quantized or affine weights).
+  DType weight_dtype() const;
+  size_t bytes() const { return embedding_bytes(embed, lm_head); }
+  // The end of every forward pass: the rows that produce logits (plan.pick)
+  // of the last hidden state x, final-normed (Gemma's 1 + w with
+  // norm_offset), through the output head, soft-capped where softcap > 0:
+  // float32 [rows, vocab].
+  Tensor logits(Tensor x, const BatchPlan& plan, const ActRound& r, float eps, bool norm_offset = false,
+                float softcap = 0) const;
+};
+Trunk load_trunk(const WeightSource& src, const ModelConfig& cfg);
+
 // The compute dtype the reference uses for weights of `wdt`.
 inline DType reference_dtype(DType wdt) { return wdt == DType::BF16 || wdt == DType::F16 ? wdt : DType::F32; }
 

@@ -145,11 +145,7 @@ class GemmaModel final : public Model {
       Tensor m = family::dense_mlp(glu_, h, L.gate, L.up, L.down, r, lb, {l});
       x = r(ops::add(x, r(ops::rms_norm(m, L.post_ff_norm, eps_, true))));
     }
-    if (static_cast<int64_t>(plan.pick.size()) != N) x = ops::gather_rows(x, plan.pick);
-    x = r(ops::rms_norm(x, trunk_.final_norm, eps_, true));
-    Tensor logits = r(ops::linear(x, trunk_.lm_head));
-    if (final_softcap_ > 0) logits = r(ops::softcap(logits, final_softcap_));
-    return ops::cast(logits, DType::F32);
+    return trunk_.logits(x, plan, r, eps_, true, final_softcap_);
   }
 
  private:

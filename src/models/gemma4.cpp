@@ -215,11 +215,7 @@ class Gemma4Model final : public Model {
       }
       if (L.scalar != 1.0f) x = r(ops::scale(x, L.scalar));
     }
-    if (static_cast<int64_t>(plan.pick.size()) != N) x = ops::gather_rows(x, plan.pick);
-    x = r(ops::rms_norm(x, trunk_.final_norm, eps_));
-    Tensor logits = r(ops::linear(x, trunk_.lm_head));
-    if (final_softcap_ > 0) logits = r(ops::softcap(logits, final_softcap_));
-    return ops::cast(logits, DType::F32);
+    return trunk_.logits(x, plan, r, eps_, false, final_softcap_);
   }
 
  private:

@@ -161,9 +161,7 @@ class HybridModel final : public Model {
                                      : family::dense_mlp(L.act, h, L.gate, L.up, L.down, r, lb, {l});
       x = r(ops::add(x, r(m)));
     }
-    if (static_cast<int64_t>(plan.pick.size()) != N) x = ops::gather_rows(x, plan.pick);
-    x = r(ops::rms_norm(x, trunk_.final_norm, eps_, true));
-    return ops::cast(r(ops::linear(x, trunk_.lm_head)), DType::F32);
+    return trunk_.logits(x, plan, r, eps_, true);
   }
 
  private:

@@ -62,6 +62,11 @@ Tensor Trunk::logits(Tensor x, const BatchPlan& plan, const ActRound& r, float e
   return ops::cast(out, DType::F32);
 }
 
+void FamilyModel::load_trunk_from(const WeightSource& src) {
+  trunk_ = load_trunk(src, cfg_);
+  kv_dtype_ = kv_dtype_for(trunk_.embed);
+}
+
 DType Trunk::weight_dtype() const {
   return embed.is_affine() || is_quantized(embed.dtype()) ? DType::F32 : embed.dtype();
 }

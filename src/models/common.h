@@ -55,6 +55,27 @@ struct Trunk {
 };
 Trunk load_trunk(const WeightSource& src, const ModelConfig& cfg);
 
+// What every decoder family's model holds besides its layers: its config,
+// device, trunk, K/V dtype and weight bytes, with the Model accessors.
+class FamilyModel : public Model {
+ public:
+  const ModelConfig& config() const override { return cfg_; }
+  DType kv_dtype() const override { return kv_dtype_; }
+  Device device() const override { return device_; }
+  size_t weight_bytes() const override { return weight_bytes_; }
+
+ protected:
+  FamilyModel(const ModelConfig& cfg, Device device) : cfg_(cfg), device_(device) {}
+  // Loads the trunk and keeps K/V in the dtype its embedding calls for.
+  void load_trunk_from(const WeightSource& src);
+
+  ModelConfig cfg_;
+  Device device_;
+  DType kv_dtype_ = DType::F32;
+  size_t weight_bytes_ = 0;
+  Trunk trunk_;
+};
+
 // The compute dtype the reference uses for weights of `wdt`.
 inline DType reference_dtype(DType wdt) { return wdt == DType::BF16 || wdt == DType::F16 ? wdt : DType::F32; }
 

@@ -45,11 +45,11 @@ void check_config(const ModelConfig& c) {
 
 DecoderModel::DecoderModel(const ModelConfig& cfg, const WeightSource& src, const LoadOptions& lopt,
                            DecoderOptions dopt)
-    : cfg_(cfg), opt_(dopt), device_(lopt.device), tp_(lopt.collective) {
+    : FamilyModel(cfg, lopt.device), opt_(dopt), tp_(lopt.collective) {
   check_config(cfg_);
   const int64_t H = cfg_.num_attention_heads, KV = cfg_.num_key_value_heads, D = cfg_.head_dim;
   const int64_t hid = cfg_.hidden_size, inter = cfg_.intermediate_size;
-  trunk_ = family::load_trunk(src, cfg_);
+  load_trunk_from(src);
   for (int64_t i = 0; i < cfg_.num_hidden_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     Layer L;
@@ -89,7 +89,6 @@ DecoderModel::DecoderModel(const ModelConfig& cfg, const WeightSource& src, cons
   }
   weight_bytes_ += trunk_.bytes();
   rope_ = make_rope_spec(cfg_.rope_for("full_attention"), static_cast<int>(D), opt_.interleaved_rope);
-  kv_dtype_ = family::kv_dtype_for(trunk_.embed);
   window_ = cfg_.sliding_window > 0 && cfg_.model_type == "mistral" ? cfg_.sliding_window : 0;
 }
 

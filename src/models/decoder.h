@@ -20,16 +20,12 @@ struct DecoderOptions {
 
 DecoderOptions decoder_options_for(const ModelConfig& cfg);
 
-class DecoderModel final : public Model {
+class DecoderModel final : public family::FamilyModel {
  public:
   DecoderModel(const ModelConfig& cfg, const WeightSource& src, const LoadOptions& opt, DecoderOptions dopt);
-  const ModelConfig& config() const override { return cfg_; }
   Tensor forward(const BatchInput& in) override;
   bool supports_hidden_states() const override { return true; }
   std::vector<kv::LayerSpec> cache_layout() const override;
-  DType kv_dtype() const override { return kv_dtype_; }
-  Device device() const override { return device_; }
-  size_t weight_bytes() const override { return weight_bytes_; }
   bool supports_step_inputs() const override { return true; }
   bool lora_targets(LoraTargets& out) const override;
 
@@ -49,14 +45,9 @@ class DecoderModel final : public Model {
   // the rank's partial product is summed over ranks.
   Tensor row_parallel_residual(const Tensor& a, const Weight& w, const Tensor* b, const Tensor& residual) const;
 
-  ModelConfig cfg_;
   DecoderOptions opt_;
-  Device device_;
   Collective* tp_ = nullptr;
-  DType kv_dtype_;
   int64_t window_ = 0;  // sliding window of every layer (Mistral), 0: none
-  size_t weight_bytes_ = 0;
-  family::Trunk trunk_;
   std::vector<Layer> layers_;
   RopeSpec rope_;
 };

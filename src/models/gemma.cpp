@@ -16,10 +16,10 @@ namespace {
 using family::expect_len;
 using family::expect_shape;
 
-class GemmaModel final : public Model {
+class GemmaModel final : public family::FamilyModel {
  public:
   GemmaModel(const ModelConfig& cfg, const WeightSource& src, const LoadOptions& lopt)
-      : cfg_(cfg), device_(lopt.device) {
+      : FamilyModel(cfg, lopt.device) {
     const int64_t H = cfg_.num_attention_heads, KV = cfg_.num_key_value_heads, D = cfg_.head_dim;
     const int64_t hid = cfg_.hidden_size, inter = cfg_.intermediate_size, L = cfg_.num_hidden_layers;
     if (H <= 0 || KV <= 0 || D <= 0 || hid <= 0 || inter <= 0 || L <= 0 || cfg_.vocab_size <= 0 || H % KV)
@@ -31,10 +31,9 @@ class GemmaModel final : public Model {
     attn_softcap_ = static_cast<float>(cfg_.get_double("attn_logit_softcapping", 0.0));
     final_softcap_ = static_cast<float>(cfg_.get_double("final_logit_softcapping", 0.0));
 
-    trunk_ = family::load_trunk(src, cfg_);
+    load_trunk_from(src);
     const DType wdt = trunk_.weight_dtype();
     embed_scale_ = family::round_to_dtype(std::sqrt(static_cast<float>(hid)), wdt);
-    kv_dtype_ = family::kv_dtype_for(trunk_.embed);
     // Gemma 3 rounds activations like the bf16 reference; Gemma 2 measured
     // closer to it with float32 activations (docs/models.md).
     rnd_.dtype = gemma3_ ? family::reference_dtype(wdt) : DType::F32;
@@ -89,10 +88,6 @@ class GemmaModel final : public Model {
     weight_bytes_ += trunk_.bytes();
   }
 
-  const ModelConfig& config() const override { return cfg_; }
-  DType kv_dtype() const override { return kv_dtype_; }
-  Device device() const override { return device_; }
-  size_t weight_bytes() const override { return weight_bytes_; }
 
   std::vector<kv::LayerSpec> cache_layout() const override {
     std::vector<kv::LayerSpec> out;
@@ -155,15 +150,10 @@ class GemmaModel final : public Model {
     Tensor in_norm, post_attn_norm, pre_ff_norm, post_ff_norm, q_norm, k_norm;
     Weight wq, wk, wv, wo, gate, up, down;
   };
-  ModelConfig cfg_;
-  Device device_;
-  DType kv_dtype_ = DType::F32;
   bool gemma3_ = false;
   GluOp glu_ = GluOp::GeGluTanh;
   float eps_ = 1e-6f, attn_scale_ = 1, attn_softcap_ = 0, final_softcap_ = 0, embed_scale_ = 1;
-  size_t weight_bytes_ = 0;
   family::ActRound rnd_;
-  family::Trunk trunk_;
   std::vector<Layer> layers_;
 };
 

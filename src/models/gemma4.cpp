@@ -22,10 +22,10 @@ namespace {
 using family::expect_len;
 using family::expect_shape;
 
-class Gemma4Model final : public Model {
+class Gemma4Model final : public family::FamilyModel {
  public:
   Gemma4Model(const ModelConfig& cfg, const WeightSource& src, const LoadOptions& lopt)
-      : cfg_(cfg), device_(lopt.device) {
+      : FamilyModel(cfg, lopt.device) {
     const int64_t hid = cfg_.hidden_size, L = cfg_.num_hidden_layers;
     if (hid <= 0 || L <= 0 || cfg_.vocab_size <= 0 || cfg_.num_attention_heads <= 0 ||
         cfg_.num_key_value_heads <= 0 || cfg_.head_dim <= 0)
@@ -42,9 +42,8 @@ class Gemma4Model final : public Model {
     const bool k_eq_v = cfg_.get_bool("attention_k_eq_v", false);
     const bool double_wide = cfg_.get_bool("use_double_wide_mlp", false);
 
-    trunk_ = family::load_trunk(src, cfg_);
+    load_trunk_from(src);
     const DType wdt = trunk_.weight_dtype();
-    kv_dtype_ = family::kv_dtype_for(trunk_.embed);
     // Gemma 4 measured closer to the bf16 reference with float32 activations
     // (docs/models.md), so the rounding points stay inactive.
     rnd_.dtype = DType::F32;
@@ -136,10 +135,6 @@ class Gemma4Model final : public Model {
     weight_bytes_ += trunk_.bytes() + (ple_embed_.defined() ? ple_embed_.nbytes() + ple_proj_.nbytes() : 0);
   }
 
-  const ModelConfig& config() const override { return cfg_; }
-  DType kv_dtype() const override { return kv_dtype_; }
-  Device device() const override { return device_; }
-  size_t weight_bytes() const override { return weight_bytes_; }
 
   // Only layers that own K/V get a store; shared layers read their source's.
   std::vector<kv::LayerSpec> cache_layout() const override {
@@ -243,15 +238,10 @@ class Gemma4Model final : public Model {
     return dflt;
   }
 
-  ModelConfig cfg_;
-  Device device_;
-  DType kv_dtype_ = DType::F32;
   GluOp glu_ = GluOp::GeGluTanh;
   float eps_ = 1e-6f, final_softcap_ = 0, embed_scale_ = 1, ple_embed_scale_ = 1;
   int64_t ple_dim_ = 0, first_shared_ = 0;
-  size_t weight_bytes_ = 0;
   family::ActRound rnd_;
-  family::Trunk trunk_;
   Weight ple_embed_, ple_proj_;
   Tensor ple_norm_;
   std::map<int64_t, Tensor> ones_;

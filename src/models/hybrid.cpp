@@ -20,10 +20,10 @@ namespace {
 using family::expect_len;
 using family::expect_shape;
 
-class HybridModel final : public Model {
+class HybridModel final : public family::FamilyModel {
  public:
   HybridModel(const ModelConfig& cfg, const WeightSource& src, const LoadOptions& lopt)
-      : cfg_(cfg), device_(lopt.device) {
+      : FamilyModel(cfg, lopt.device) {
     const int64_t H = cfg_.num_attention_heads, KV = cfg_.num_key_value_heads, D = cfg_.head_dim;
     const int64_t hid = cfg_.hidden_size, L = cfg_.num_hidden_layers;
     if (H <= 0 || KV <= 0 || D <= 0 || hid <= 0 || L <= 0 || cfg_.vocab_size <= 0 || H % KV)
@@ -38,9 +38,8 @@ class HybridModel final : public Model {
     if (cfg_.raw->contains("mlp_only_layers") && (*cfg_.raw)["mlp_only_layers"].is_array())
       for (const auto& v : (*cfg_.raw)["mlp_only_layers"]) mlp_only.push_back(v.get<int64_t>());
 
-    trunk_ = family::load_trunk(src, cfg_);
+    load_trunk_from(src);
     const DType wdt = trunk_.weight_dtype();
-    kv_dtype_ = family::kv_dtype_for(trunk_.embed);
     rnd_.dtype = family::reference_dtype(wdt);
     rope_ = make_rope_spec(cfg_.rope_for("full_attention"), static_cast<int>(D));
 
@@ -97,10 +96,6 @@ class HybridModel final : public Model {
     weight_bytes_ += trunk_.bytes();
   }
 
-  const ModelConfig& config() const override { return cfg_; }
-  DType kv_dtype() const override { return kv_dtype_; }
-  Device device() const override { return device_; }
-  size_t weight_bytes() const override { return weight_bytes_; }
 
   std::vector<kv::LayerSpec> cache_layout() const override {
     std::vector<kv::LayerSpec> out;
@@ -173,14 +168,9 @@ class HybridModel final : public Model {
     family::MoeBlock moe;
     GluOp act = GluOp::SwiGlu;
   };
-  ModelConfig cfg_;
-  Device device_;
-  DType kv_dtype_ = DType::F32;
   float eps_ = 1e-6f;
   family::ActRound rnd_;
-  size_t weight_bytes_ = 0;
   RopeSpec rope_;
-  family::Trunk trunk_;
   std::vector<Layer> layers_;
 };
 

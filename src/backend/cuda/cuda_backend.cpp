@@ -19,15 +19,6 @@ namespace ingot::cuda {
 
 namespace {
 
-Tensor dev_f32(const Tensor& t) {
-  Tensor c = t.device() == Device::CUDA ? t : t.to(Device::CUDA);
-  c = c.contiguous();
-  if (c.dtype() == DType::F32) return c;
-  Tensor o = Tensor::empty(c.shape(), DType::F32, Device::CUDA);
-  launch_cast(c.raw(), c.dtype(), o.raw(), DType::F32, c.numel());
-  return o;
-}
-
 // INGOT_CUDA_FUSE_QKV=0 keeps q/k/v and the two ropes as separate launches (to measure the fused forms).
 bool fuse_qkv() {
   static const bool on = !env_is("INGOT_CUDA_FUSE_QKV", "0");

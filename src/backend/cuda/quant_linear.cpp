@@ -79,15 +79,6 @@ QuantMatrix view_of(const Weight& w) {
   return q;
 }
 
-Tensor dev_f32(const Tensor& t) {
-  Tensor c = t.device() == Device::CUDA ? t : t.to(Device::CUDA);
-  c = c.contiguous();
-  if (c.dtype() == DType::F32) return c;
-  Tensor o = Tensor::empty(c.shape(), DType::F32, Device::CUDA);
-  launch_cast(c.raw(), c.dtype(), o.raw(), DType::F32, c.numel());
-  return o;
-}
-
 cudaDataType_t cuda_type(DType t) { return t == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F; }
 
 // y[n, m] = x · Wᵀ through row tiles of W dequantized into scratch and cuBLAS.
@@ -114,6 +105,15 @@ void dequant_gemm(const QuantMatrix& q, const Tensor& x, float* y, int64_t n) {
 }
 
 }  // namespace
+
+Tensor dev_f32(const Tensor& t) {
+  Tensor c = t.device() == Device::CUDA ? t : t.to(Device::CUDA);
+  c = c.contiguous();
+  if (c.dtype() == DType::F32) return c;
+  Tensor o = Tensor::empty(c.shape(), DType::F32, Device::CUDA);
+  launch_cast(c.raw(), c.dtype(), o.raw(), DType::F32, c.numel());
+  return o;
+}
 
 Tensor quant_linear(const Tensor& x_in, const Weight& w, const Tensor* bias) {
   const QuantMatrix q = view_of(w);

@@ -6,6 +6,7 @@
 // float32.
 #include <cuda_bf16.h>
 
+#include "backend/cuda/dispatch_rows.h"
 #include "backend/cuda/gemv_epilogue.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
@@ -163,17 +164,7 @@ void launch_mode(const void* w_raw, const void* w2_raw, int64_t ldw, const float
   if (m == 0) return;
   const auto* w = static_cast<const __nv_bfloat16*>(w_raw);
   const auto* w2 = static_cast<const __nv_bfloat16*>(w2_raw);
-  switch (n) {
-    case 1: launch_n<1, MODE>(w, w2, ldw, x, res, y, m, k); break;
-    case 2: launch_n<2, MODE>(w, w2, ldw, x, res, y, m, k); break;
-    case 3: launch_n<3, MODE>(w, w2, ldw, x, res, y, m, k); break;
-    case 4: launch_n<4, MODE>(w, w2, ldw, x, res, y, m, k); break;
-    case 5: launch_n<5, MODE>(w, w2, ldw, x, res, y, m, k); break;
-    case 6: launch_n<6, MODE>(w, w2, ldw, x, res, y, m, k); break;
-    case 7: launch_n<7, MODE>(w, w2, ldw, x, res, y, m, k); break;
-    case 8: launch_n<8, MODE>(w, w2, ldw, x, res, y, m, k); break;
-    default: fail(ErrorKind::Internal, "gemv: ", n, " rows");
-  }
+  dispatch_rows(n, "gemv", [&](auto nc) { launch_n<decltype(nc)::value, MODE>(w, w2, ldw, x, res, y, m, k); });
   CUDA_LAUNCH_OK();
 }
 
@@ -276,17 +267,7 @@ bool gemv_bf16_multi_applies(const GemvSegments& s, int64_t k) {
 
 void launch_gemv_bf16_multi(const GemvSegments& s, const float* x, int64_t n, int64_t k) {
   const bool per_block = block_per_row(s.m[0], k) && !gemv_one_warp_per_row();
-  switch (n) {
-    case 1: launch_multi_n<1>(s, per_block, x, k); break;
-    case 2: launch_multi_n<2>(s, per_block, x, k); break;
-    case 3: launch_multi_n<3>(s, per_block, x, k); break;
-    case 4: launch_multi_n<4>(s, per_block, x, k); break;
-    case 5: launch_multi_n<5>(s, per_block, x, k); break;
-    case 6: launch_multi_n<6>(s, per_block, x, k); break;
-    case 7: launch_multi_n<7>(s, per_block, x, k); break;
-    case 8: launch_multi_n<8>(s, per_block, x, k); break;
-    default: fail(ErrorKind::Internal, "gemv: ", n, " rows");
-  }
+  dispatch_rows(n, "gemv", [&](auto nc) { launch_multi_n<decltype(nc)::value>(s, per_block, x, k); });
   CUDA_LAUNCH_OK();
 }
 

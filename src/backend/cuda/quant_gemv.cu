@@ -13,6 +13,7 @@
 
 #include <algorithm>
 
+#include "backend/cuda/dispatch_rows.h"
 #include "backend/cuda/gemv_epilogue.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/quant_gemv.h"
@@ -541,17 +542,7 @@ void launch_fn(const Segments& sg, const float* x, const float* res) {
 
 template <QuantFormat F, int MODE>
 void launch_f(const Segments& sg, const float* x, const float* res, int64_t n) {
-  switch (n) {
-    case 1: return launch_fn<F, 1, MODE>(sg, x, res);
-    case 2: return launch_fn<F, 2, MODE>(sg, x, res);
-    case 3: return launch_fn<F, 3, MODE>(sg, x, res);
-    case 4: return launch_fn<F, 4, MODE>(sg, x, res);
-    case 5: return launch_fn<F, 5, MODE>(sg, x, res);
-    case 6: return launch_fn<F, 6, MODE>(sg, x, res);
-    case 7: return launch_fn<F, 7, MODE>(sg, x, res);
-    case 8: return launch_fn<F, 8, MODE>(sg, x, res);
-    default: fail(ErrorKind::Internal, "quantized gemv: ", n, " rows");
-  }
+  dispatch_rows(n, "quantized gemv", [&](auto nc) { launch_fn<F, decltype(nc)::value, MODE>(sg, x, res); });
 }
 
 template <int MODE>

@@ -26,6 +26,7 @@
 #include <mutex>
 #include <utility>
 
+#include "backend/cuda/dispatch_rows.h"
 #include "backend/cuda/gemv_epilogue.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
@@ -285,17 +286,7 @@ void launch_fnm(const Segments& sg, const float* x, const float* res) {
 
 template <QuantFormat F, int MODE>
 void launch_fm(const Segments& sg, const float* x, const float* res, int64_t n) {
-  switch (n) {
-    case 1: return launch_fnm<F, 1, MODE>(sg, x, res);
-    case 2: return launch_fnm<F, 2, MODE>(sg, x, res);
-    case 3: return launch_fnm<F, 3, MODE>(sg, x, res);
-    case 4: return launch_fnm<F, 4, MODE>(sg, x, res);
-    case 5: return launch_fnm<F, 5, MODE>(sg, x, res);
-    case 6: return launch_fnm<F, 6, MODE>(sg, x, res);
-    case 7: return launch_fnm<F, 7, MODE>(sg, x, res);
-    case 8: return launch_fnm<F, 8, MODE>(sg, x, res);
-    default: fail(ErrorKind::Internal, "int8-activation gemv: ", n, " rows");
-  }
+  dispatch_rows(n, "int8-activation gemv", [&](auto nc) { launch_fnm<F, decltype(nc)::value, MODE>(sg, x, res); });
 }
 
 template <QuantFormat F>

@@ -19,12 +19,6 @@ namespace ingot::cuda {
 
 namespace {
 
-// INGOT_CUDA_FUSE_QKV=0 keeps q/k/v and the two ropes as separate launches (to measure the fused forms).
-bool fuse_qkv() {
-  static const bool on = !env_is("INGOT_CUDA_FUSE_QKV", "0");
-  return on;
-}
-
 int64_t rows_of(const Tensor& t) { return t.ndim() ? t.numel() / t.dim(-1) : 1; }
 
 cudaDataType_t cuda_type(DType t) {
@@ -51,7 +45,7 @@ class CudaBackend final : public Backend {
     shape.back() = m;
     Tensor y = Tensor::empty(Shape(shape), DType::F32, Device::CUDA);
     const DType wt = w.dtype();
-    if (wt == DType::BF16 && gemv_enabled() &&
+    if (wt == DType::BF16 &&
         gemv_bf16_applies(w.data.raw(), w.data.stride(0), x.data<float>(), n, k)) {
       launch_gemv_bf16(w.data.raw(), w.data.stride(0), x.data<float>(), y.data<float>(), n, m, k);
     } else {
@@ -105,10 +99,10 @@ class CudaBackend final : public Backend {
   std::vector<Tensor> linear_many(const Tensor& x_in, const std::vector<const Weight*>& w,
                                   const std::vector<const Tensor*>& bias) override {
     const bool no_bias = std::none_of(bias.begin(), bias.end(), [](const Tensor* b) { return b && b->defined(); });
-    if (fuse_qkv() && no_bias)
+    if (no_bias)
       if (std::vector<Tensor> y = quant_linear_many(x_in, w); !y.empty()) return y;
     GemvSegments seg{};
-    bool fused = fuse_qkv() && !w.empty() && w.size() <= 3;
+    bool fused = !w.empty() && w.size() <= 3;
     for (size_t i = 0; fused && i < w.size(); ++i) {
       fused = gemv_fits(x_in, *w[i]) && !(i < bias.size() && bias[i] && bias[i]->defined());
       if (fused) {
@@ -164,7 +158,7 @@ class CudaBackend final : public Backend {
 
   // True when linear(x, w) would take the decode GEMV.
   static bool gemv_fits(const Tensor& x, const Weight& w) {
-    if (w.is_affine() || w.dtype() != DType::BF16 || !gemv_enabled() || x.device() != Device::CUDA ||
+    if (w.is_affine() || w.dtype() != DType::BF16 || x.device() != Device::CUDA ||
         x.dtype() != DType::F32 || !x.is_contiguous() || w.data.device() != Device::CUDA || w.data.stride(1) != 1 ||
         w.cols() != x.dim(-1))
       return false;
@@ -237,7 +231,7 @@ class CudaBackend final : public Backend {
     auto fits = [](const Tensor& x) {
       return x.device() == Device::CUDA && x.dtype() == DType::F32 && x.is_contiguous() && x.ndim() == 3;
     };
-    if (!fuse_qkv() || !fits(a) || !fits(b) || a.dim(0) != b.dim(0) || a.dim(2) != b.dim(2))
+    if (!fits(a) || !fits(b) || a.dim(0) != b.dim(0) || a.dim(2) != b.dim(2))
       return Backend::rope_pair_inplace(a, b, positions, spec);
     Tensor pos = positions.to(Device::CUDA).contiguous();
     launch_rope_pair(a.data<float>(), a.dim(1), b.data<float>(), b.dim(1), pos.data<int32_t>(), a.dim(0), a.dim(2),
@@ -415,7 +409,7 @@ class CudaBackend final : public Backend {
              s.device() == Device::CUDA && s.dtype() == DType::F32 && s.is_contiguous() && s.ndim() >= 1 &&
              d.dim(0) > 0 && s.dim(0) > 0 && s.numel() / s.dim(0) == d.numel() / d.dim(0);
     };
-    if (!fuse_qkv() || !fits(dst0, src0) || !fits(dst1, src1) || dst0.dim(0) != dst1.dim(0) ||
+    if (!fits(dst0, src0) || !fits(dst1, src1) || dst0.dim(0) != dst1.dim(0) ||
         src0.dim(0) != src1.dim(0) || dst0.numel() != dst1.numel())
       return Backend::write_rows_at_pair(dst0, src0, dst1, src1, rows_in);
     Tensor rows = rows_in.to(Device::CUDA).contiguous();

@@ -8,6 +8,7 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/quant_gemv.h"
 #include "backend/cuda/runtime.h"
+#include "backend/cuda/tuning.h"
 #include "util/error.h"
 
 namespace ingot::cuda {
@@ -20,11 +21,8 @@ constexpr int64_t kScratchBytes = 64ll << 20;
 
 // The dtype weights are dequantized into for cuBLAS: float32 (the default, so
 // prefill sums the same values as the GEMV and the CPU reference) or, with
-// INGOT_CUDA_QUANT_GEMM=bf16, bf16 on the tensor cores with x rounded to bf16.
-DType gemm_dtype() {
-  static const DType t = env_is("INGOT_CUDA_QUANT_GEMM", "bf16") ? DType::BF16 : DType::F32;
-  return t;
-}
+// Tuning::quant_prefill_bf16, bf16 on the tensor cores with x rounded to bf16.
+DType gemm_dtype() { return tuning().quant_prefill_bf16 ? DType::BF16 : DType::F32; }
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
@@ -124,7 +122,7 @@ Tensor quant_linear(const Tensor& x_in, const Weight& w, const Tensor* bias) {
   shape.back() = q.m;
   Tensor y = Tensor::empty(Shape(shape), DType::F32, Device::CUDA);
   if (n == 0 || q.m == 0) return y;
-  if (n <= kGemvMaxRows && quant_gemv_supported(q.format) && gemv_enabled() && aligned16(x.raw()))
+  if (n <= kGemvMaxRows && quant_gemv_supported(q.format) && aligned16(x.raw()))
     launch_quant_gemv(q, x.data<float>(), y.data<float>(), n);
   else
     dequant_gemm(q, x, y.data<float>(), n);
@@ -142,7 +140,7 @@ bool is_quant(const Weight& w) { return w.is_affine() || is_quantized(w.dtype())
 
 // x as the fused GEMVs take it: float32, contiguous, aligned, on the GPU, 1..8 rows of width k.
 bool fused_x_fits(const Tensor& x, int64_t k) {
-  return gemv_enabled() && x.device() == Device::CUDA && x.dtype() == DType::F32 && x.is_contiguous() &&
+  return x.device() == Device::CUDA && x.dtype() == DType::F32 && x.is_contiguous() &&
          x.ndim() >= 1 && x.dim(-1) == k && x.numel() / k >= 1 && x.numel() / k <= kGemvMaxRows &&
          aligned16(x.raw());
 }

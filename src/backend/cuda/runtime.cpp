@@ -1,23 +1,18 @@
 #include "backend/cuda/runtime.h"
 
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <utility>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/tuning.h"
 #include "tensor/bucket_cache.h"
 #include "tensor/storage.h"
 #include "tensor/tensor.h"
 
 namespace ingot::cuda {
-
-bool env_is(const char* name, const char* value) {
-  const char* e = std::getenv(name);
-  return e && std::strcmp(e, value) == 0;
-}
 
 void fail_cuda(const char* what, cudaError_t e, const char* file, int line) {
   fail(e == cudaErrorMemoryAllocation ? ErrorKind::ResourceExhausted : ErrorKind::Internal, "CUDA error ",
@@ -278,6 +273,7 @@ void try_install() {
     register_device_copy(&copy);
     register_device_strided_copy(&strided_copy);
     install_backend();
+    log_tuning();
   });
 }
 

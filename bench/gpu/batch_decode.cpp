@@ -182,10 +182,9 @@ void run_batch_decode(Model& m, const BatchDecodeArgs& a) {
   const double roof_tps = static_cast<double>(a.batch) / roof_step_s;
   std::printf("batch %lld sequences, each prefilled with its own random prompt of %lld tokens; kv store: %s\n",
               (long long)a.batch, (long long)a.context, a.kv.c_str());
-  const char* gemv_env = std::getenv("INGOT_CUDA_GEMV");
-  const bool gemv = !(gemv_env && std::strcmp(gemv_env, "0") == 0) && a.batch <= cuda::kGemvMaxRows;
+  const bool gemv = a.batch <= cuda::kGemvMaxRows;
   std::printf("decode linears take %lld activation rows per step: %s\n", (long long)a.batch,
-              gemv ? "decode GEMV (gemv.cu, <= 8 rows)" : "cuBLAS (more than 8 rows, or INGOT_CUDA_GEMV=0)");
+              gemv ? "decode GEMV (gemv.cu, <= 8 rows)" : "cuBLAS (more than 8 rows)");
   std::printf("decode roofline at batch %lld: %.2f GB weights + %.3f GB K/V read per step -> %.3f ms/step, "
               "%.0f tok/s aggregate\n",
               (long long)a.batch, wbytes / 1e9, kv_step / 1e9, roof_step_s * 1e3, roof_tps);

@@ -148,7 +148,7 @@ double run_prefill(Model& m, int64_t pp) {
 }
 
 // Bandwidth of one linear() at n = 1 over a bf16 (or Q4_0) weight of [m, k]
-// (the decode GEMV unless INGOT_CUDA_GEMV=0): weight bytes read per second.
+// (the decode GEMV): weight bytes read per second.
 double linear_bandwidth(int64_t m, int64_t k) {
   Weight w;
   w.data = Tensor::empty({m, k}, g_q4_0 ? DType::Q4_0 : DType::BF16, Device::CUDA);

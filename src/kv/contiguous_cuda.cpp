@@ -1,22 +1,16 @@
 // The CUDA side of kv/batched_rows.h: checks that a batch suits the batched
 // kernels of backend/cuda/batched_rows.cu and launches them.
-// INGOT_CUDA_BATCHED_ATTN=0 declines every batch (the per-sequence launches
-// run instead: to measure or compare the two).
 #include "kv/contiguous_cuda.h"
 
 #include "backend/cuda/kernels.h"
-#include "backend/cuda/runtime.h"
 #include "kv/batched_rows.h"
 
 namespace ingot::kv {
 
 namespace {
 
-bool batched_enabled() { return !cuda::env_is("INGOT_CUDA_BATCHED_ATTN", "0"); }  // read per call: tests switch it
-
 Tensor step_cuda(const std::vector<RowsKV>& rows, DType dtype, const LayerSpec& spec, const Tensor& q_in,
                  const Tensor& k_in, const Tensor& v_in, const Tensor& positions, const AttnParams& p) {
-  if (!batched_enabled()) return {};
   const auto n = static_cast<int64_t>(rows.size());
   for (const Tensor* t : {&q_in, &k_in, &v_in, &positions})
     if (t->device() != Device::CUDA) return {};

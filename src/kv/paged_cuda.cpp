@@ -73,11 +73,6 @@ struct CudaTableMirror final : TableMirror {
   Tensor dev;                // [capacity * 4] addresses
 };
 
-bool table_cache_enabled() {
-  static const bool on = !cuda::env_is("INGOT_CUDA_TABLE_CACHE", "0");
-  return on;
-}
-
 // Device addresses of table[first, first + n), and what keeps them alive.
 struct DeviceBlocks {
   Tensor keep;
@@ -87,7 +82,7 @@ struct DeviceBlocks {
 DeviceBlocks device_blocks(const LayerPool& lp, const int32_t* table, int64_t first, int64_t n,
                            TableMirrorSlot* slot) {
   DeviceBlocks out;
-  if (!slot || !table_cache_enabled()) {
+  if (!slot) {
     out.keep = upload_blocks(lp, table, first, n);
     out.ptr = static_cast<const uint8_t* const*>(out.keep.raw());
     return out;

@@ -1,9 +1,8 @@
 #include "tensor/storage.h"
 
 #include <cstdlib>
-#include <map>
-#include <mutex>
 
+#include "tensor/bucket_cache.h"
 #include "util/error.h"
 #include "util/mapped_file.h"
 
@@ -11,77 +10,15 @@ namespace ingot {
 
 namespace {
 
-// Size-bucketed cache of freed host blocks: decode steps allocate the same
+void* host_alloc(size_t bytes) { return std::aligned_alloc(64, bytes); }
+void host_free(void* p) { std::free(p); }
+
+// Freed host blocks are cached by size: decode steps allocate the same
 // activation sizes every token, and reusing them avoids page-faulting fresh
-// mmap'd memory each time.
-class HostPool {
- public:
-  void* acquire(size_t bytes, size_t* rounded) {
-    size_t r = round_up(bytes);
-    *rounded = r;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = free_.find(r);
-      if (it != free_.end()) {
-        void* p = it->second;
-        free_.erase(it);
-        cached_ -= r;
-        live_ += r;
-        if (live_ > peak_) peak_ = live_;
-        return p;
-      }
-      live_ += r;
-      if (live_ > peak_) peak_ = live_;
-    }
-    void* p = std::aligned_alloc(64, r);
-    if (!p) {
-      std::lock_guard<std::mutex> lock(mu_);
-      live_ -= r;
-      fail(ErrorKind::ResourceExhausted, "out of host memory allocating ", bytes, " bytes");
-    }
-    return p;
-  }
-
-  void release(void* p, size_t rounded) {
-    std::lock_guard<std::mutex> lock(mu_);
-    live_ -= rounded;
-    if (cached_ + rounded > kMaxCached) {
-      std::free(p);
-      return;
-    }
-    free_.emplace(rounded, p);
-    cached_ += rounded;
-  }
-
-  void trim() {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto& [sz, p] : free_) std::free(p);
-    free_.clear();
-    cached_ = 0;
-  }
-
-  HostMemoryStats stats() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return {live_, cached_, peak_};
-  }
-
- private:
-  static size_t round_up(size_t b) {
-    if (b < 64) return 64;
-    // Round to 1/8 of the next power of two: bounded waste, good reuse.
-    size_t p = 64;
-    while (p < b) p <<= 1;
-    size_t step = p >= 512 ? p / 8 : 64;
-    return (b + step - 1) / step * step;
-  }
-  static constexpr size_t kMaxCached = size_t(4) << 30;
-  std::mutex mu_;
-  std::multimap<size_t, void*> free_;
-  size_t live_ = 0, cached_ = 0, peak_ = 0;
-};
-
-HostPool& host_pool() {
-  static HostPool* pool = new HostPool();  // never destroyed: storages may outlive statics
+// mmap'd memory each time. At most 4 GiB stay cached.
+BucketCache& host_pool() {
+  // Never destroyed: storages may outlive statics.
+  static BucketCache* pool = new BucketCache(64, size_t(4) << 30, &host_alloc, &host_free);
   return *pool;
 }
 
@@ -89,6 +26,7 @@ class HostStorage final : public Storage {
  public:
   explicit HostStorage(size_t bytes) : Storage(nullptr, bytes, Device::CPU, false) {
     data_ = host_pool().acquire(bytes, &rounded_);
+    if (!data_) fail(ErrorKind::ResourceExhausted, "out of host memory allocating ", bytes, " bytes");
   }
   ~HostStorage() override { host_pool().release(data_, rounded_); }
 
@@ -148,7 +86,10 @@ std::shared_ptr<Storage> allocate_storage(size_t bytes, Device d) {
   return a(bytes);
 }
 
-HostMemoryStats host_memory_stats() { return host_pool().stats(); }
+HostMemoryStats host_memory_stats() {
+  const BucketStats s = host_pool().stats();
+  return {s.live_bytes, s.cached_bytes, s.peak_bytes};
+}
 void host_memory_trim() { host_pool().trim(); }
 
 }  // namespace ingot

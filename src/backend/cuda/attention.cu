@@ -7,24 +7,16 @@
 // output, and a second kernel merges the splits.
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 
 #include "backend/cuda/attention_kernels.cuh"
+#include "backend/cuda/tuning.h"
 
 namespace ingot::cuda {
 
 namespace attn {
 
-// INGOT_CUDA_GQA_BLOCKS=0 keeps one block per query head (to measure the grouped kernel beside it).
-bool group_kernel_enabled() {
-  static const bool on = !env_is("INGOT_CUDA_GQA_BLOCKS", "0");
-  return on;
-}
-
-// Splits so that a decode step fills the GPU: about four blocks per SM,
-// never a split of less than one tile of keys. (Eight measured 2.7 % faster
-// on the 1B graph-replayed decode at 4k keys but 6 % slower with paged rows:
-// bench/RESULTS.md.)
+// Splits so that a decode step fills the GPU: about Tuning::split_blocks_per_sm
+// blocks per SM, never a split of less than one tile of keys.
 int64_t split_count(int64_t rows, int64_t keys) {
   static const int sms = [] {
     int dev = 0, n = 0;
@@ -32,16 +24,8 @@ int64_t split_count(int64_t rows, int64_t keys) {
     CUDA_OK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
     return n;
   }();
-  // INGOT_CUDA_SPLIT_KEYS=0 keeps one block per row (to measure the split beside it).
-  static const bool on = !env_is("INGOT_CUDA_SPLIT_KEYS", "0");
-  // INGOT_CUDA_SPLIT_BLOCKS=N aims at N blocks per SM instead (to measure the plan).
-  static const int64_t per_sm = [] {
-    const char* e = std::getenv("INGOT_CUDA_SPLIT_BLOCKS");
-    const int v = e ? std::atoi(e) : 0;
-    return static_cast<int64_t>(v > 0 && v <= 64 ? v : 4);
-  }();
-  const int64_t target = per_sm * static_cast<int64_t>(sms);
-  if (!on || rows >= target || keys <= 2 * kTile) return 1;
+  const int64_t target = tuning().split_blocks_per_sm * static_cast<int64_t>(sms);
+  if (target <= 0 || rows >= target || keys <= 2 * kTile) return 1;
   return std::max<int64_t>(1, std::min((target + rows - 1) / rows, keys / kTile));
 }
 

@@ -14,12 +14,12 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/runtime.h"
+#include "backend/cuda/tuning.h"
 #include "tensor/tensor.h"
 
 namespace ingot::cuda::attn {
 
-// Host side (attention.cu): whether GQA groups share a block, and the key splits of a launch.
-bool group_kernel_enabled();
+// Host side (attention.cu): the key splits of a launch.
 int64_t split_count(int64_t rows, int64_t keys);
 
 // Internal to each including file (each compiles its own kernels).
@@ -501,7 +501,7 @@ void run(const float* q, const KV& kv, bool aligned, float* out, int64_t t, int6
   // bench/RESULTS.md).
   const int64_t group = h / kvh;
   const bool many_rows = t >= kGroupMinRows;
-  const int G = aligned && d % 8 == 0 && many_rows && group_kernel_enabled() &&
+  const int G = aligned && d % 8 == 0 && many_rows &&
                         (group == 2 || group == 4 || group == 8)
                     ? static_cast<int>(group)
                     : 1;

@@ -196,13 +196,13 @@ __global__ void __launch_bounds__(128) attention_mma_kernel(const float* __restr
 
 // Whether a launch takes the tensor-core kernel: bf16 rows in 16-byte-aligned
 // memory, equal K and V head dims of 64 or 128, prefill-sized query blocks,
-// keys counted on the host, 8-byte-aligned float32 queries and outputs.
-// INGOT_CUDA_MMA_ATTN=0 turns it off (read per launch: tests compare both).
+// keys counted on the host, 8-byte-aligned float32 queries and outputs;
+// Tuning::mma_attention off keeps the CUDA-core kernels (tests compare both).
 inline bool mma_applies(const float* q, const float* out, bool aligned, int64_t t, int64_t d, int64_t dv,
                         const AttnParams& p) {
   return aligned && t >= kMmaMinRows && d == dv && (d == 64 || d == 128) && !p.kv_len &&
          (reinterpret_cast<uintptr_t>(q) & 7) == 0 && (reinterpret_cast<uintptr_t>(out) & 7) == 0 &&
-         !env_is("INGOT_CUDA_MMA_ATTN", "0");
+         tuning().mma_attention;
 }
 
 template <class KV>

@@ -12,27 +12,13 @@
 #include "backend/cuda/quant_linear.h"
 #include "backend/cuda/runtime.h"
 #include "backend/cuda/sample_rows_cuda.h"
+#include "backend/cuda/tuning.h"
 #include "ops/backend.h"
 #include "tensor/tensor.h"
 
 namespace ingot::cuda {
 
 namespace {
-
-Tensor dev_f32(const Tensor& t) {
-  Tensor c = t.device() == Device::CUDA ? t : t.to(Device::CUDA);
-  c = c.contiguous();
-  if (c.dtype() == DType::F32) return c;
-  Tensor o = Tensor::empty(c.shape(), DType::F32, Device::CUDA);
-  launch_cast(c.raw(), c.dtype(), o.raw(), DType::F32, c.numel());
-  return o;
-}
-
-// INGOT_CUDA_FUSE_QKV=0 keeps q/k/v and the two ropes as separate launches (to measure the fused forms).
-bool fuse_qkv() {
-  static const bool on = !env_is("INGOT_CUDA_FUSE_QKV", "0");
-  return on;
-}
 
 int64_t rows_of(const Tensor& t) { return t.ndim() ? t.numel() / t.dim(-1) : 1; }
 
@@ -60,7 +46,7 @@ class CudaBackend final : public Backend {
     shape.back() = m;
     Tensor y = Tensor::empty(Shape(shape), DType::F32, Device::CUDA);
     const DType wt = w.dtype();
-    if (wt == DType::BF16 && gemv_enabled() &&
+    if (wt == DType::BF16 &&
         gemv_bf16_applies(w.data.raw(), w.data.stride(0), x.data<float>(), n, k)) {
       launch_gemv_bf16(w.data.raw(), w.data.stride(0), x.data<float>(), y.data<float>(), n, m, k);
     } else {
@@ -114,10 +100,10 @@ class CudaBackend final : public Backend {
   std::vector<Tensor> linear_many(const Tensor& x_in, const std::vector<const Weight*>& w,
                                   const std::vector<const Tensor*>& bias) override {
     const bool no_bias = std::none_of(bias.begin(), bias.end(), [](const Tensor* b) { return b && b->defined(); });
-    if (fuse_qkv() && no_bias)
+    if (no_bias)
       if (std::vector<Tensor> y = quant_linear_many(x_in, w); !y.empty()) return y;
     GemvSegments seg{};
-    bool fused = fuse_qkv() && !w.empty() && w.size() <= 3;
+    bool fused = !w.empty() && w.size() <= 3;
     for (size_t i = 0; fused && i < w.size(); ++i) {
       fused = gemv_fits(x_in, *w[i]) && !(i < bias.size() && bias[i] && bias[i]->defined());
       if (fused) {
@@ -173,7 +159,7 @@ class CudaBackend final : public Backend {
 
   // True when linear(x, w) would take the decode GEMV.
   static bool gemv_fits(const Tensor& x, const Weight& w) {
-    if (w.is_affine() || w.dtype() != DType::BF16 || !gemv_enabled() || x.device() != Device::CUDA ||
+    if (w.is_affine() || w.dtype() != DType::BF16 || x.device() != Device::CUDA ||
         x.dtype() != DType::F32 || !x.is_contiguous() || w.data.device() != Device::CUDA || w.data.stride(1) != 1 ||
         w.cols() != x.dim(-1))
       return false;
@@ -246,7 +232,7 @@ class CudaBackend final : public Backend {
     auto fits = [](const Tensor& x) {
       return x.device() == Device::CUDA && x.dtype() == DType::F32 && x.is_contiguous() && x.ndim() == 3;
     };
-    if (!fuse_qkv() || !fits(a) || !fits(b) || a.dim(0) != b.dim(0) || a.dim(2) != b.dim(2))
+    if (!fits(a) || !fits(b) || a.dim(0) != b.dim(0) || a.dim(2) != b.dim(2))
       return Backend::rope_pair_inplace(a, b, positions, spec);
     Tensor pos = positions.to(Device::CUDA).contiguous();
     launch_rope_pair(a.data<float>(), a.dim(1), b.data<float>(), b.dim(1), pos.data<int32_t>(), a.dim(0), a.dim(2),
@@ -424,7 +410,7 @@ class CudaBackend final : public Backend {
              s.device() == Device::CUDA && s.dtype() == DType::F32 && s.is_contiguous() && s.ndim() >= 1 &&
              d.dim(0) > 0 && s.dim(0) > 0 && s.numel() / s.dim(0) == d.numel() / d.dim(0);
     };
-    if (!fuse_qkv() || !fits(dst0, src0) || !fits(dst1, src1) || dst0.dim(0) != dst1.dim(0) ||
+    if (!fits(dst0, src0) || !fits(dst1, src1) || dst0.dim(0) != dst1.dim(0) ||
         src0.dim(0) != src1.dim(0) || dst0.numel() != dst1.numel())
       return Backend::write_rows_at_pair(dst0, src0, dst1, src1, rows_in);
     Tensor rows = rows_in.to(Device::CUDA).contiguous();
@@ -478,7 +464,10 @@ class CudaBackend final : public Backend {
 }  // namespace
 
 Backend* backend() {
-  static CudaBackend* b = new CudaBackend();
+  static CudaBackend* b = [] {
+    log_tuning();  // the device's settings, once, when the backend comes up
+    return new CudaBackend();
+  }();
   return b;
 }
 

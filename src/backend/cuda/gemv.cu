@@ -6,6 +6,7 @@
 // float32.
 #include <cuda_bf16.h>
 
+#include "backend/cuda/dispatch_rows.h"
 #include "backend/cuda/gemv_epilogue.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
@@ -20,12 +21,6 @@ using gemv::kResidual;
 using gemv::kSwiGlu;
 using gemv::kWarpsPerBlock;
 constexpr int kUnroll = 4;  // 16-byte loads in flight per lane
-
-// INGOT_CUDA_GEMV=warp keeps one warp per row everywhere (to measure the split beside it).
-bool gemv_one_warp_per_row() {
-  static const bool on = env_is("INGOT_CUDA_GEMV", "warp");
-  return on;
-}
 
 __device__ inline float round_bf16(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
 
@@ -122,11 +117,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
 // Two rows per warp (or block) share each x load: x is read as float32, so
 // its loads outnumber the weight's and one x chunk for two rows reads
 // [2048 x 8192] at 2.8 vs 2.4 TB/s on the H200 (bench/RESULTS.md). Up to
-// 4 activation rows (more would spill); INGOT_CUDA_GEMV=single keeps one row.
-bool gemv_pairs_rows(int64_t n) {
-  static const bool single = env_is("INGOT_CUDA_GEMV", "single");
-  return n <= 4 && !single;
-}
+// 4 activation rows (more would spill).
+constexpr int rows_per_warp(int n) { return n <= 4 ? 2 : 1; }
 
 // A block per row for long rows or few rows, a warp per row otherwise. On
 // the H200 (bench/RESULTS.md) a block per row reads [4096 x 14336] at 3.6 vs
@@ -137,7 +129,7 @@ bool block_per_row(int64_t m, int64_t k) { return m < 16384 && (k >= 4096 || m <
 template <int N, int RPW, int MODE>
 void launch_rows(const __nv_bfloat16* w, const __nv_bfloat16* w2, int64_t ldw, const float* x, const float* res,
                  float* y, int64_t m, int64_t k) {
-  if (block_per_row(m, k) && !gemv_one_warp_per_row()) {
+  if (block_per_row(m, k)) {
     launch_overlapped(gemv_bf16_kernel<N, kWarpsPerBlock, RPW, MODE>, dim3(static_cast<unsigned>((m + RPW - 1) / RPW)),
                       dim3(kWarpsPerBlock * 32), w, w2, ldw, x, res, y, m, k);
   } else {
@@ -148,32 +140,16 @@ void launch_rows(const __nv_bfloat16* w, const __nv_bfloat16* w2, int64_t ldw, c
   }
 }
 
-template <int N, int MODE>
-void launch_n(const __nv_bfloat16* w, const __nv_bfloat16* w2, int64_t ldw, const float* x, const float* res,
-              float* y, int64_t m, int64_t k) {
-  if constexpr (N <= 4) {
-    if (gemv_pairs_rows(N)) return launch_rows<N, 2, MODE>(w, w2, ldw, x, res, y, m, k);
-  }
-  launch_rows<N, 1, MODE>(w, w2, ldw, x, res, y, m, k);
-}
-
 template <int MODE>
 void launch_mode(const void* w_raw, const void* w2_raw, int64_t ldw, const float* x, const float* res, float* y,
                  int64_t n, int64_t m, int64_t k) {
   if (m == 0) return;
   const auto* w = static_cast<const __nv_bfloat16*>(w_raw);
   const auto* w2 = static_cast<const __nv_bfloat16*>(w2_raw);
-  switch (n) {
-    case 1: launch_n<1, MODE>(w, w2, ldw, x, res, y, m, k); break;
-    case 2: launch_n<2, MODE>(w, w2, ldw, x, res, y, m, k); break;
-    case 3: launch_n<3, MODE>(w, w2, ldw, x, res, y, m, k); break;
-    case 4: launch_n<4, MODE>(w, w2, ldw, x, res, y, m, k); break;
-    case 5: launch_n<5, MODE>(w, w2, ldw, x, res, y, m, k); break;
-    case 6: launch_n<6, MODE>(w, w2, ldw, x, res, y, m, k); break;
-    case 7: launch_n<7, MODE>(w, w2, ldw, x, res, y, m, k); break;
-    case 8: launch_n<8, MODE>(w, w2, ldw, x, res, y, m, k); break;
-    default: fail(ErrorKind::Internal, "gemv: ", n, " rows");
-  }
+  dispatch_rows(n, "gemv", [&](auto nc) {
+    constexpr int N = decltype(nc)::value;
+    launch_rows<N, rows_per_warp(N), MODE>(w, w2, ldw, x, res, y, m, k);
+  });
   CUDA_LAUNCH_OK();
 }
 
@@ -227,20 +203,7 @@ void launch_multi_rows(const GemvSegments& s, bool per_block, const float* x, in
   }
 }
 
-template <int N>
-void launch_multi_n(const GemvSegments& s, bool per_block, const float* x, int64_t k) {
-  if constexpr (N <= 4) {
-    if (gemv_pairs_rows(N)) return launch_multi_rows<N, 2>(s, per_block, x, k);
-  }
-  launch_multi_rows<N, 1>(s, per_block, x, k);
-}
-
 }  // namespace
-
-bool gemv_enabled() {
-  static const bool on = !env_is("INGOT_CUDA_GEMV", "0");
-  return on;
-}
 
 bool gemv_bf16_applies(const void* w, int64_t ldw, const float* x, int64_t n, int64_t k) {
   auto aligned16 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
@@ -275,18 +238,11 @@ bool gemv_bf16_multi_applies(const GemvSegments& s, int64_t k) {
 }
 
 void launch_gemv_bf16_multi(const GemvSegments& s, const float* x, int64_t n, int64_t k) {
-  const bool per_block = block_per_row(s.m[0], k) && !gemv_one_warp_per_row();
-  switch (n) {
-    case 1: launch_multi_n<1>(s, per_block, x, k); break;
-    case 2: launch_multi_n<2>(s, per_block, x, k); break;
-    case 3: launch_multi_n<3>(s, per_block, x, k); break;
-    case 4: launch_multi_n<4>(s, per_block, x, k); break;
-    case 5: launch_multi_n<5>(s, per_block, x, k); break;
-    case 6: launch_multi_n<6>(s, per_block, x, k); break;
-    case 7: launch_multi_n<7>(s, per_block, x, k); break;
-    case 8: launch_multi_n<8>(s, per_block, x, k); break;
-    default: fail(ErrorKind::Internal, "gemv: ", n, " rows");
-  }
+  const bool per_block = block_per_row(s.m[0], k);
+  dispatch_rows(n, "gemv", [&](auto nc) {
+    constexpr int N = decltype(nc)::value;
+    launch_multi_rows<N, rows_per_warp(N)>(s, per_block, x, k);
+  });
   CUDA_LAUNCH_OK();
 }
 

@@ -115,8 +115,6 @@ void launch_attention_rows(const float* q, const KvRowsDesc* rows, int64_t n, DT
 
 // Decode GEMV for bf16 weights (gemv.cu): y[n, m] = x[n, k] · W[m, k]ᵀ.
 constexpr int64_t kGemvMaxRows = 8;
-// INGOT_CUDA_GEMV=0 turns the decode GEMVs off (every linear goes to cuBLAS).
-bool gemv_enabled();
 bool gemv_bf16_applies(const void* w, int64_t ldw, const float* x, int64_t n, int64_t k);
 void launch_gemv_bf16(const void* w, int64_t ldw, const float* x, float* y, int64_t n, int64_t m, int64_t k);
 // Fused epilogues, equal bit for bit to the separate ops: y = res + x·Wᵀ;

@@ -8,7 +8,6 @@
 // H200: bench/RESULTS.md). A kernel launched normally waits for the one
 // before it as usual, and both calls are no-ops where no such launch is
 // involved.
-// INGOT_CUDA_PDL=0 launches everything normally (to measure or compare).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -18,11 +17,6 @@ namespace ingot::cuda {
 
 __device__ __forceinline__ void wait_for_previous_kernel() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 __device__ __forceinline__ void let_next_kernel_start() { asm volatile("griddepcontrol.launch_dependents;" :::); }
-
-inline bool overlapped_launches_enabled() {
-  static const bool on = !env_is("INGOT_CUDA_PDL", "0");
-  return on;
-}
 
 // kernel<<<grid, block, smem, stream()>>>(args...), allowed to overlap the previous kernel.
 template <typename... Params, typename... Args>
@@ -34,7 +28,7 @@ void launch_overlapped_smem(void (*kernel)(Params...), dim3 grid, dim3 block, si
   cfg.stream = stream();
   cudaLaunchAttribute attr{};
   attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = overlapped_launches_enabled() ? 1 : 0;
+  attr.val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = &attr;
   cfg.numAttrs = 1;
   CUDA_OK(cudaLaunchKernelEx(&cfg, kernel, static_cast<Params>(args)...));

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 
+#include "backend/cuda/dispatch_rows.h"
 #include "backend/cuda/gemv_epilogue.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/quant_gemv.h"
@@ -310,18 +311,20 @@ __global__ void __launch_bounds__(kWarps * 32) quant_gemv_kernel(Segments sg, co
 // per-value scalar decode. This one reads the weight straight from global
 // memory: each lane owns 8 values of one 32-value block (4 lanes a block, so a
 // warp's 2-byte loads cover 8 consecutive blocks = 144..272 contiguous bytes),
-// the loads of several blocks and rows are issued before any is used, and a
-// warp works on R rows at once so every x float4 it loads serves R rows (x,
-// 4 bytes a value a row, would otherwise cost L1 several times the weight's
-// 0.56 bytes). Values are decoded without int->float conversions: a byte b
+// the loads of several blocks are issued before any is used, and a warp owns
+// one row (SwiGLU: the gate and up rows). Values are decoded without
+// int->float conversions: a byte b
 // placed in the mantissa of 2^23 reads as 2^23 + b, and one subtraction gives
 // the exact quant. The block scale is applied once per block and lane:
 // sum_i d*q_i*x_i = d * sum_i q_i*x_i (Q4_1 adds m * sum_i x_i), so y differs
 // from the reference by float32 rounding only. Each row's sum depends on no
 // other row, so fused forms (residual, SwiGLU, q/k/v) equal the plain ones bit
-// for bit, and R = 1 gives the same bits as R = 4.
+// for bit.
 template <QuantFormat F>
 struct Direct;
+
+// Rows a warp of the direct kernel owns.
+constexpr int kDirectRows = 1;
 
 
 // Byte j of w as the float 2^23 + byte, minus `off` (exact for off < 2^23).
@@ -433,11 +436,14 @@ __device__ inline void direct_rows(const uint8_t* const (&rows)[RR], int64_t k, 
   }
 }
 
-// Warp w owns rows R*w'.. of its segment (w' its index there); SwiGLU loads
-// gate rows then up rows (RR = 2R) against the same x.
-template <QuantFormat F, int N, int R, int MODE>
+// Warp w owns row w' of its segment (w' its index there); SwiGLU loads the
+// gate row then the up row (RR = 2R) against the same x. R = 1: four rows a
+// warp, sharing each x float4, measured slower on the H200 (1B Q4_0 decode
+// 681 against 1032 tok/s, bench/RESULTS.md).
+template <QuantFormat F, int N, int MODE>
 __global__ void __launch_bounds__(kWarps * 32) direct_gemv_kernel(Segments sg, const float* __restrict__ x,
                                                                   const float* __restrict__ res) {
+  constexpr int R = kDirectRows;
   constexpr int RR = MODE == kSwiGlu ? 2 * R : R;
   constexpr int U = RR >= 8 ? 1 : 8 / RR;
   const int lane = threadIdx.x & 31;
@@ -489,26 +495,17 @@ __global__ void __launch_bounds__(kWarps * 32) direct_gemv_kernel(Segments sg, c
 }
 
 // Q8_0 / Q4_0 / Q4_1 take the int8-activation GEMV (quant_gemv_int8.cu) where
-// it applies. With float32 x, the direct kernel a row per warp is the default
-// (measured fastest on the H200: 1B Q4_0 decode 1032 tok/s against 681 with
-// four rows per warp and 726 staged, bench/RESULTS.md); INGOT_CUDA_QGEMV=direct
-// runs it for these formats too, =direct4 four rows per warp, =staged the
-// staged kernel for every format (to measure side by side). Read at each
-// launch, so a test can switch it.
-enum class GemvVariant { kDirect, kDirect1, kStaged };
-GemvVariant gemv_variant() {
-  return env_is("INGOT_CUDA_QGEMV", "staged")    ? GemvVariant::kStaged
-         : env_is("INGOT_CUDA_QGEMV", "direct4") ? GemvVariant::kDirect
-                                                 : GemvVariant::kDirect1;
-}
-
-template <QuantFormat F, int N, int R, int MODE>
+// it applies; with float32 x they take the direct kernel (measured fastest on
+// the H200: 1B Q4_0 decode 1032 tok/s against 726 staged, bench/RESULTS.md)
+// unless their rows are not 2-byte aligned.
+template <QuantFormat F, int N, int MODE>
 void launch_direct(const Segments& sg, const float* x, const float* res) {
+  constexpr int R = kDirectRows;
   int64_t groups = 0;
   const int segs = MODE == kSwiGlu ? 1 : sg.count;
   for (int i = 0; i < segs; ++i) groups += (sg.w[i].m + R - 1) / R;
   const unsigned grid = static_cast<unsigned>((groups + kWarps - 1) / kWarps);
-  direct_gemv_kernel<F, N, R, MODE><<<grid, kWarps * 32, 0, stream()>>>(sg, x, res);
+  direct_gemv_kernel<F, N, MODE><<<grid, kWarps * 32, 0, stream()>>>(sg, x, res);
 }
 
 // A block per row when a row has more than one chunk to share and rows are long
@@ -525,9 +522,7 @@ void launch_fn(const Segments& sg, const float* x, const float* res) {
     bool even = true;  // the direct kernel's 2-byte loads
     for (int i = 0; i < (MODE == kSwiGlu ? 2 : sg.count); ++i)
       even = even && (reinterpret_cast<uintptr_t>(sg.w[i].data) & 1) == 0 && sg.w[i].row_bytes % 2 == 0;
-    const GemvVariant v = gemv_variant();
-    if (even && v == GemvVariant::kDirect) return launch_direct<F, N, 4, MODE>(sg, x, res);
-    if (even && v == GemvVariant::kDirect1) return launch_direct<F, N, 1, MODE>(sg, x, res);
+    if (even) return launch_direct<F, N, MODE>(sg, x, res);
   }
   int64_t rows = 0;
   for (int i = 0; i < sg.count; ++i) rows += sg.w[i].m;
@@ -541,17 +536,7 @@ void launch_fn(const Segments& sg, const float* x, const float* res) {
 
 template <QuantFormat F, int MODE>
 void launch_f(const Segments& sg, const float* x, const float* res, int64_t n) {
-  switch (n) {
-    case 1: return launch_fn<F, 1, MODE>(sg, x, res);
-    case 2: return launch_fn<F, 2, MODE>(sg, x, res);
-    case 3: return launch_fn<F, 3, MODE>(sg, x, res);
-    case 4: return launch_fn<F, 4, MODE>(sg, x, res);
-    case 5: return launch_fn<F, 5, MODE>(sg, x, res);
-    case 6: return launch_fn<F, 6, MODE>(sg, x, res);
-    case 7: return launch_fn<F, 7, MODE>(sg, x, res);
-    case 8: return launch_fn<F, 8, MODE>(sg, x, res);
-    default: fail(ErrorKind::Internal, "quantized gemv: ", n, " rows");
-  }
+  dispatch_rows(n, "quantized gemv", [&](auto nc) { launch_fn<F, decltype(nc)::value, MODE>(sg, x, res); });
 }
 
 template <int MODE>

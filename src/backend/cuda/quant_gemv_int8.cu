@@ -1,5 +1,6 @@
 // Decode GEMV over Q8_0 / Q4_0 / Q4_1 weights with the activations rounded to
-// int8, the default for these formats (INGOT_CUDA_QGEMV=direct keeps float32 x).
+// int8, the default for these formats at or above Tuning::qgemv_int8_min_values
+// weight values a launch (smaller launches keep float32 x: quant_gemv.cu).
 //
 // Why: with float32 x a lane reads 32 bytes of x for every 4.5 bytes of Q4_0
 // weight, so the float kernel is bound by L1 traffic and per-value decode at
@@ -21,16 +22,17 @@
 // the fused forms equal the plain ones bit for bit and rows are batch-invariant.
 #include <cuda_fp16.h>
 
-#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <utility>
 
+#include "backend/cuda/dispatch_rows.h"
 #include "backend/cuda/gemv_epilogue.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/quant_gemv_internal.h"
 #include "backend/cuda/runtime.h"
+#include "backend/cuda/tuning.h"
 #include "util/error.h"
 
 namespace ingot::cuda {
@@ -285,17 +287,7 @@ void launch_fnm(const Segments& sg, const float* x, const float* res) {
 
 template <QuantFormat F, int MODE>
 void launch_fm(const Segments& sg, const float* x, const float* res, int64_t n) {
-  switch (n) {
-    case 1: return launch_fnm<F, 1, MODE>(sg, x, res);
-    case 2: return launch_fnm<F, 2, MODE>(sg, x, res);
-    case 3: return launch_fnm<F, 3, MODE>(sg, x, res);
-    case 4: return launch_fnm<F, 4, MODE>(sg, x, res);
-    case 5: return launch_fnm<F, 5, MODE>(sg, x, res);
-    case 6: return launch_fnm<F, 6, MODE>(sg, x, res);
-    case 7: return launch_fnm<F, 7, MODE>(sg, x, res);
-    case 8: return launch_fnm<F, 8, MODE>(sg, x, res);
-    default: fail(ErrorKind::Internal, "int8-activation gemv: ", n, " rows");
-  }
+  dispatch_rows(n, "int8-activation gemv", [&](auto nc) { launch_fnm<F, decltype(nc)::value, MODE>(sg, x, res); });
 }
 
 template <QuantFormat F>
@@ -309,14 +301,6 @@ void launch_f(const Segments& sg, int mode, const float* x, const float* res, in
   }
 }
 
-// Launches over fewer weight values than this keep float32 x: there the
-// rounding prologue's latency outweighs the faster reads (bench/RESULTS.md).
-// INGOT_CUDA_QGEMV_INT8_MIN=N sets it (to measure).
-int64_t min_weight_values() {
-  const char* v = std::getenv("INGOT_CUDA_QGEMV_INT8_MIN");
-  return v && *v ? std::strtoll(v, nullptr, 10) : int64_t(24) << 20;
-}
-
 bool int8x_format(QuantFormat f) {
   return f == QuantFormat::Q8_0 || f == QuantFormat::Q4_0 || f == QuantFormat::Q4_1;
 }
@@ -324,9 +308,6 @@ bool int8x_format(QuantFormat f) {
 }  // namespace
 
 bool int8x_gemv_applies(const Segments& sg, int mode, int64_t n) {
-  if (env_is("INGOT_CUDA_QGEMV", "direct") || env_is("INGOT_CUDA_QGEMV", "direct4") ||
-      env_is("INGOT_CUDA_QGEMV", "staged"))
-    return false;
   const QuantMatrix& w0 = sg.w[0];
   if (!int8x_format(w0.format) || n < 1 || n > kGemvMaxRows || w0.k % 32 != 0) return false;
   for (int i = 0; i < (mode == gemv::kSwiGlu ? 2 : sg.count); ++i)
@@ -335,7 +316,9 @@ bool int8x_gemv_applies(const Segments& sg, int mode, int64_t n) {
       return false;
   int64_t values = 0;
   for (int i = 0; i < (mode == gemv::kSwiGlu ? 2 : sg.count); ++i) values += sg.w[i].m * sg.w[i].k;
-  return values >= min_weight_values() && shared_bytes(w0.format, n, w0.k) <= max_shared_bytes();
+  // Launches over fewer weight values keep float32 x: there the rounding
+  // prologue's latency outweighs the faster reads (bench/RESULTS.md).
+  return values >= tuning().qgemv_int8_min_values && shared_bytes(w0.format, n, w0.k) <= max_shared_bytes();
 }
 
 void launch_int8x_gemv(const Segments& sg, int mode, const float* x, const float* res, int64_t n) {

@@ -19,7 +19,7 @@ struct Segments {
 
 // Whether the int8-activation GEMV takes this launch: a format it reads (Q8_0,
 // Q4_0, Q4_1) with 2-byte aligned rows, x rows that fit its shared memory, and
-// not switched off (INGOT_CUDA_QGEMV=direct|direct4|staged keep float32 x).
+// at least Tuning::qgemv_int8_min_values weight values.
 __device__ inline uint32_t ld16(const uint8_t* p) { return __ldg(reinterpret_cast<const unsigned short*>(p)); }
 __device__ inline uint32_t ld32_2(const uint8_t* p) { return ld16(p) | (ld16(p + 2) << 16); }
 

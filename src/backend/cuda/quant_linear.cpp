@@ -18,14 +18,6 @@ namespace {
 // large vocabulary head needs no gigabyte of scratch.
 constexpr int64_t kScratchBytes = 64ll << 20;
 
-// The dtype weights are dequantized into for cuBLAS: float32 (the default, so
-// prefill sums the same values as the GEMV and the CPU reference) or, with
-// INGOT_CUDA_QUANT_GEMM=bf16, bf16 on the tensor cores with x rounded to bf16.
-DType gemm_dtype() {
-  static const DType t = env_is("INGOT_CUDA_QUANT_GEMM", "bf16") ? DType::BF16 : DType::F32;
-  return t;
-}
-
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 // The kernels' view of `w`; fails with a clear message on a layout they cannot read.
@@ -79,6 +71,26 @@ QuantMatrix view_of(const Weight& w) {
   return q;
 }
 
+// y[n, m] = x · Wᵀ through row tiles of W dequantized into float32 scratch
+// (the values the GEMV sums, so a row's result hardly depends on the path) and cuBLAS.
+void dequant_gemm(const QuantMatrix& q, const Tensor& x, float* y, int64_t n) {
+  const DType dt = DType::F32;
+  const int64_t tile = std::clamp<int64_t>(kScratchBytes / std::max<int64_t>(1, q.k * 4), 1, q.m);
+  Tensor scratch = Tensor::empty({tile, q.k}, dt, Device::CUDA);
+  const float one = 1.0f, zero = 0.0f;
+  for (int64_t r0 = 0; r0 < q.m; r0 += tile) {
+    const int64_t rows = std::min(tile, q.m - r0);
+    launch_quant_dequant_rows(q, r0, rows, scratch.raw(), dt);
+    // Row-major y[:, r0:r0+rows] = x · Tileᵀ is column-major yᵀ[rows, n] (ld m) = Tileᵀᵀ · xᵀ.
+    CUBLAS_OK(cublasGemmEx(cublas(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows), static_cast<int>(n),
+                           static_cast<int>(q.k), &one, scratch.raw(), CUDA_R_32F, static_cast<int>(q.k), x.raw(),
+                           CUDA_R_32F, static_cast<int>(q.k), &zero, y + r0, CUDA_R_32F, static_cast<int>(q.m),
+                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  }
+}
+
+}  // namespace
+
 Tensor dev_f32(const Tensor& t) {
   Tensor c = t.device() == Device::CUDA ? t : t.to(Device::CUDA);
   c = c.contiguous();
@@ -87,33 +99,6 @@ Tensor dev_f32(const Tensor& t) {
   launch_cast(c.raw(), c.dtype(), o.raw(), DType::F32, c.numel());
   return o;
 }
-
-cudaDataType_t cuda_type(DType t) { return t == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F; }
-
-// y[n, m] = x · Wᵀ through row tiles of W dequantized into scratch and cuBLAS.
-void dequant_gemm(const QuantMatrix& q, const Tensor& x, float* y, int64_t n) {
-  const DType dt = gemm_dtype();
-  const int64_t esize = static_cast<int64_t>(dtype_bytes(dt, 1));
-  const int64_t tile = std::clamp<int64_t>(kScratchBytes / std::max<int64_t>(1, q.k * esize), 1, q.m);
-  Tensor xin = x;
-  if (dt != DType::F32) {
-    xin = Tensor::empty(x.shape(), dt, Device::CUDA);
-    launch_cast(x.raw(), DType::F32, xin.raw(), dt, x.numel());
-  }
-  Tensor scratch = Tensor::empty({tile, q.k}, dt, Device::CUDA);
-  const float one = 1.0f, zero = 0.0f;
-  for (int64_t r0 = 0; r0 < q.m; r0 += tile) {
-    const int64_t rows = std::min(tile, q.m - r0);
-    launch_quant_dequant_rows(q, r0, rows, scratch.raw(), dt);
-    // Row-major y[:, r0:r0+rows] = x · Tileᵀ is column-major yᵀ[rows, n] (ld m) = Tileᵀᵀ · xᵀ.
-    CUBLAS_OK(cublasGemmEx(cublas(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(rows), static_cast<int>(n),
-                           static_cast<int>(q.k), &one, scratch.raw(), cuda_type(dt), static_cast<int>(q.k), xin.raw(),
-                           cuda_type(dt), static_cast<int>(q.k), &zero, y + r0, CUDA_R_32F, static_cast<int>(q.m),
-                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-  }
-}
-
-}  // namespace
 
 Tensor quant_linear(const Tensor& x_in, const Weight& w, const Tensor* bias) {
   const QuantMatrix q = view_of(w);
@@ -124,7 +109,7 @@ Tensor quant_linear(const Tensor& x_in, const Weight& w, const Tensor* bias) {
   shape.back() = q.m;
   Tensor y = Tensor::empty(Shape(shape), DType::F32, Device::CUDA);
   if (n == 0 || q.m == 0) return y;
-  if (n <= kGemvMaxRows && quant_gemv_supported(q.format) && gemv_enabled() && aligned16(x.raw()))
+  if (n <= kGemvMaxRows && quant_gemv_supported(q.format) && aligned16(x.raw()))
     launch_quant_gemv(q, x.data<float>(), y.data<float>(), n);
   else
     dequant_gemm(q, x, y.data<float>(), n);
@@ -142,7 +127,7 @@ bool is_quant(const Weight& w) { return w.is_affine() || is_quantized(w.dtype())
 
 // x as the fused GEMVs take it: float32, contiguous, aligned, on the GPU, 1..8 rows of width k.
 bool fused_x_fits(const Tensor& x, int64_t k) {
-  return gemv_enabled() && x.device() == Device::CUDA && x.dtype() == DType::F32 && x.is_contiguous() &&
+  return x.device() == Device::CUDA && x.dtype() == DType::F32 && x.is_contiguous() &&
          x.ndim() >= 1 && x.dim(-1) == k && x.numel() / k >= 1 && x.numel() / k <= kGemvMaxRows &&
          aligned16(x.raw());
 }

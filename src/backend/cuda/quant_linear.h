@@ -8,6 +8,10 @@
 
 namespace ingot::cuda {
 
+// t as the kernels read activations: float32, contiguous, on the GPU (cast or
+// copied only when it is not already).
+Tensor dev_f32(const Tensor& t);
+
 // x [..., k] · Wᵀ (+ bias) -> float32 [..., m]: the decode GEMV for few rows of a
 // format that has one, else W dequantized in row tiles and multiplied by cuBLAS.
 Tensor quant_linear(const Tensor& x, const Weight& w, const Tensor* bias);

@@ -1,22 +1,18 @@
 #include "backend/cuda/runtime.h"
 
-#include <cstdlib>
+#include <cstdint>
 #include <cstring>
-#include <map>
 #include <mutex>
 #include <utility>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/tuning.h"
+#include "tensor/bucket_cache.h"
 #include "tensor/storage.h"
 #include "tensor/tensor.h"
 
 namespace ingot::cuda {
-
-bool env_is(const char* name, const char* value) {
-  const char* e = std::getenv(name);
-  return e && std::strcmp(e, value) == 0;
-}
 
 void fail_cuda(const char* what, cudaError_t e, const char* file, int line) {
   fail(e == cudaErrorMemoryAllocation ? ErrorKind::ResourceExhausted : ErrorKind::Internal, "CUDA error ",
@@ -50,6 +46,20 @@ cublasHandle_t cublas() {
 
 namespace {
 
+// The error of this thread's last failed device_alloc, for the message.
+thread_local cudaError_t g_malloc_error = cudaSuccess;
+
+void* device_alloc(size_t bytes) {
+  void* p = nullptr;
+  if (cudaError_t e = cudaMalloc(&p, bytes); e != cudaSuccess) {
+    (void)cudaGetLastError();
+    g_malloc_error = e;
+    return nullptr;
+  }
+  return p;
+}
+void device_free(void* p) { cudaFree(p); }
+
 // Caching allocator: freed blocks go back to a size-bucketed free list and
 // are reused by later allocations. All work runs on one stream, so a block
 // freed on the host may be handed out again while earlier kernels that used
@@ -57,41 +67,23 @@ namespace {
 class DevicePool {
  public:
   void* acquire(size_t bytes, size_t* rounded) {
-    size_t r = round_up(bytes);
-    *rounded = r;
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = free_.find(r);
-    if (it != free_.end()) {
-      void* p = it->second;
-      free_.erase(it);
-      cached_ -= r;
-      live_ += r;
-      peak_ = std::max(peak_, live_);
-      return p;
-    }
-    void* p = nullptr;
-    cudaError_t e = cudaMalloc(&p, r);
-    if (e != cudaSuccess) {
-      // Give cached blocks back and try once more before failing.
-      (void)cudaGetLastError();
-      release_cached_locked();
-      CUDA_OK(cudaMalloc(&p, r));
-    }
-    live_ += r;
-    peak_ = std::max(peak_, live_);
-    return p;
+    if (void* p = cache_.acquire(bytes, rounded)) return p;
+    // Give cached blocks back and try once more before failing.
+    release_cached();
+    if (void* p = cache_.acquire(bytes, rounded)) return p;
+    fail_cuda("cudaMalloc", g_malloc_error, __FILE__, __LINE__);
   }
   void release(void* p, size_t r) {
-    std::lock_guard<std::mutex> lock(mu_);
-    live_ -= r;
-    if (capturing_) {
-      // A captured graph keeps using this address at every replay: it stays
-      // out of the free lists until the graph is destroyed.
-      held_.emplace_back(p, r);
-      return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (capturing_) {
+        // A captured graph keeps using this address at every replay: it stays
+        // live and out of the free lists until the graph is destroyed.
+        held_.emplace_back(p, r);
+        return;
+      }
     }
-    free_.emplace(r, p);
-    cached_ += r;
+    cache_.release(p, r);
   }
   void begin_capture() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -100,9 +92,6 @@ class DevicePool {
   std::vector<std::pair<void*, size_t>> end_capture() {
     std::lock_guard<std::mutex> lock(mu_);
     capturing_ = false;
-    held_bytes_ = 0;
-    for (auto& b : held_) held_bytes_ += b.second;
-    live_ += held_bytes_;  // still in use, by the graph
     return std::exchange(held_, {});
   }
   void give_back(const std::vector<std::pair<void*, size_t>>& blocks) {
@@ -113,31 +102,20 @@ class DevicePool {
     return capturing_;
   }
   DeviceMemoryStats stats() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return {live_, cached_, peak_};
+    const BucketStats s = cache_.stats();
+    return {s.live_bytes, s.cached_bytes, s.peak_bytes};
   }
 
  private:
-  static size_t round_up(size_t b) {
-    if (b < 512) return 512;
-    size_t p = 512;
-    while (p < b) p <<= 1;
-    size_t step = p >= 4096 ? p / 8 : 512;
-    return (b + step - 1) / step * step;
-  }
-  void release_cached_locked() {
-    if (capturing_) return;  // no synchronisation inside a capture
+  void release_cached() {
+    if (capturing()) return;  // no synchronisation inside a capture
     cudaStreamSynchronize(stream());
-    for (auto& [sz, p] : free_) cudaFree(p);
-    free_.clear();
-    cached_ = 0;
+    cache_.trim();
   }
-  std::mutex mu_;
-  std::multimap<size_t, void*> free_;
+  BucketCache cache_{512, SIZE_MAX, &device_alloc, &device_free};
+  std::mutex mu_;  // capturing_ and held_
   std::vector<std::pair<void*, size_t>> held_;
   bool capturing_ = false;
-  size_t held_bytes_ = 0;
-  size_t live_ = 0, cached_ = 0, peak_ = 0;
 };
 
 DevicePool& pool() {

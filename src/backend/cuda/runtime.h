@@ -18,11 +18,6 @@ cublasHandle_t cublas();
 // Device blocks freed during the capture stay reserved for the graph.
 std::unique_ptr<StepGraph> capture(const std::function<void()>& step);
 
-// Whether environment variable `name` is set to `value`: the INGOT_CUDA_*
-// switches that pick a kernel variant for side-by-side measurements. Callers
-// keep the answer in a static unless a test changes it within one process.
-bool env_is(const char* name, const char* value);
-
 [[noreturn]] void fail_cuda(const char* what, cudaError_t e, const char* file, int line);
 [[noreturn]] void fail_cublas(const char* what, cublasStatus_t s, const char* file, int line);
 

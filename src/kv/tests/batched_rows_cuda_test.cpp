@@ -106,7 +106,6 @@ class BatchedRowsCuda : public ::testing::TestWithParam<std::tuple<DType, int64_
   void SetUp() override {
     runtime::init_backends();
     ASSERT_TRUE(cuda::available()) << "no CUDA device";
-    unsetenv("INGOT_CUDA_BATCHED_ATTN");
   }
 };
 
@@ -204,10 +203,6 @@ TEST(BatchedRowsDecline, BatchesTheKernelsDoNotTakeLeaveTheStoresAlone) {
     Tensor o = append_attend_rows(cs, q, k, v, pos, nullptr, p);
     return !o.defined();
   };
-  // Switched off: the per-sequence launches run instead.
-  setenv("INGOT_CUDA_BATCHED_ATTN", "0", 1);
-  EXPECT_TRUE(declined(b.batched_p, r.q, r.k, r.v, positions));
-  unsetenv("INGOT_CUDA_BATCHED_ATTN");
   // Rows that do not match the sequences (a prefill chunk), or a single sequence.
   EXPECT_TRUE(declined(b.batched_p, r.q.slice(0, 0, n - 1), r.k, r.v, positions));
   EXPECT_TRUE(declined({b.batched_p[0]}, r.q.slice(0, 0, 1), r.k.slice(0, 0, 1), r.v.slice(0, 0, 1),

@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <memory>
 #include <random>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/tuning.h"
 #include "ops/ops.h"
 #include "runtime/runtime.h"
 #include "stepgraph/greedy_step.h"
@@ -169,9 +171,15 @@ class StepGraphCuda : public ::testing::Test {
     // which could flip a near-tie. With one split both paths compute the same
     // sums, so the tokens must match exactly (split keys are checked per op in
     // test_cuda_backend).
-    setenv("INGOT_CUDA_SPLIT_KEYS", "0", 1);
     ASSERT_TRUE(cuda::available()) << "no CUDA device";
+    cuda::Tuning t = cuda::tuning();
+    t.split_blocks_per_sm = 0;
+    one_split_ = std::make_unique<cuda::ScopedTuning>(t);
   }
+  void TearDown() override { one_split_.reset(); }
+
+ private:
+  std::unique_ptr<cuda::ScopedTuning> one_split_;
 };
 
 }  // namespace

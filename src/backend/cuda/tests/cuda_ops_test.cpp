@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/tuning.h"
 #include "ops/ops.h"
 #include "util/error.h"
 
@@ -435,9 +436,13 @@ TEST_F(CudaOps, TensorCorePrefillAttention) {
             const Tensor mma = ops::attention(gpu(q), gpu(kb), gpu(vb), p);
             EXPECT_LT(rel(mma, ref), 1e-5) << d << " " << t << " " << window << " " << cap << " " << causal;
             EXPECT_EQ(mma.to_f32_vector(), ops::attention(gpu(q), gpu(kb), gpu(vb), p).to_f32_vector());
-            setenv("INGOT_CUDA_MMA_ATTN", "0", 1);
-            const Tensor cores = ops::attention(gpu(q), gpu(kb), gpu(vb), p);
-            unsetenv("INGOT_CUDA_MMA_ATTN");
+            Tensor cores;
+            {
+              cuda::Tuning no_mma = cuda::tuning();
+              no_mma.mma_attention = false;
+              cuda::ScopedTuning scoped(no_mma);
+              cores = ops::attention(gpu(q), gpu(kb), gpu(vb), p);
+            }
             EXPECT_LT(rel(mma, cores), 1e-5);
             ++cases;
           }

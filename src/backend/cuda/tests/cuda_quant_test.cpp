@@ -4,7 +4,7 @@
 //  - linear vs quant::reference_linear (the exactly dequantized weights times
 //    float32 x, summed in double): rel <= 1e-5 where the GPU keeps x in
 //    float32 (prefill's dequantize + cuBLAS; the decode GEMV of the K-quants
-//    and affine formats; INGOT_CUDA_QGEMV=direct). It dequantizes to the same
+//    and affine formats; the int8 threshold out of reach). It dequantizes to the same
 //    float values bit for bit, so only float32 summation order differs (about
 //    sqrt(k) * 6e-8 ~ 2e-6 for these widths).
 //  - linear vs the CPU backend: the CPU rounds x to int8 per block of 32 for
@@ -20,11 +20,14 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/tuning.h"
 #include "ops/ops.h"
 #include "quant/quant.h"
 #include "quant/tests/random_weights.h"
@@ -83,12 +86,6 @@ bool gpu_int8_x(const Weight& w) {
 
 constexpr int64_t kGemvRows = 8;
 
-// INGOT_CUDA_QGEMV set for one scope (the kernels read it at each launch).
-struct QgemvSwitch {
-  explicit QgemvSwitch(const char* v) { setenv("INGOT_CUDA_QGEMV", v, 1); }
-  ~QgemvSwitch() { unsetenv("INGOT_CUDA_QGEMV"); }
-};
-
 // Widths: 320 = 10 blocks of 32 (one partial chunk), 2112 = 66 blocks (three
 // chunks, the last partial), 512 / 2304 for the 256-value K formats.
 std::vector<Case> cases(int64_t rows, bool wide, uint32_t seed = 0) {
@@ -112,12 +109,20 @@ class CudaQuant : public ::testing::Test {
   // Every launch here is small; the int8-x GEMV takes them all unless a test says otherwise.
   void SetUp() override {
     ASSERT_TRUE(cuda::available()) << "no CUDA device";
-    setenv("INGOT_CUDA_QGEMV_INT8_MIN", "0", 1);
+    defaults_ = cuda::tuning();
+    cuda::Tuning t = defaults_;
+    t.qgemv_int8_min_values = 0;
+    int8_everywhere_ = std::make_unique<cuda::ScopedTuning>(t);
   }
-  void TearDown() override { unsetenv("INGOT_CUDA_QGEMV_INT8_MIN"); }
+  void TearDown() override { int8_everywhere_.reset(); }
+
+  cuda::Tuning defaults_;  // the device's row
+
+ private:
+  std::unique_ptr<cuda::ScopedTuning> int8_everywhere_;
 };
 
-// float_x: INGOT_CUDA_QGEMV=direct is set (every format keeps float32 x).
+// float_x: the int8 threshold is out of reach (every format keeps float32 x).
 void check_linear(const Case& c, const std::vector<int64_t>& ns, bool float_x = false) {
   const Weight wg = to_gpu(c.w);
   const int64_t k = c.w.cols();
@@ -150,16 +155,18 @@ TEST_F(CudaQuant, LinearWideAndTallShapes) {
   for (const Case& c : cases(4100, false)) check_linear(c, {1, 5});
 }
 
-// INGOT_CUDA_QGEMV=direct: Q8_0 / Q4_0 / Q4_1 decode keeps float32 x (the float kernel).
+// With the int8 threshold out of reach, Q8_0 / Q4_0 / Q4_1 decode keeps float32 x (the float kernel).
 TEST_F(CudaQuant, FloatActivationGemvOnRequest) {
-  QgemvSwitch direct("direct");
+  cuda::Tuning t = defaults_;
+  t.qgemv_int8_min_values = std::numeric_limits<int64_t>::max();
+  cuda::ScopedTuning float_x(t);
   for (const Case& c : cases(70, false))
     if (gpu_int8_x(c.w)) check_linear(c, {1, 3, 8}, true);
 }
 
 // By default a launch over fewer weight values than the threshold keeps float32 x.
 TEST_F(CudaQuant, SmallWeightsKeepFloatXByDefault) {
-  unsetenv("INGOT_CUDA_QGEMV_INT8_MIN");
+  cuda::ScopedTuning defaults(defaults_);
   for (const Case& c : cases(70, false))
     if (gpu_int8_x(c.w)) check_linear(c, {1, 8}, true);
 }

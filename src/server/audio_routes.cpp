@@ -1,11 +1,13 @@
 // POST /v1/audio/transcriptions and /v1/audio/translations (OpenAI's
-// multipart API). The upload is decoded here, on the HTTP thread, so bad
-// audio gets its 400 at once; the model runs on the speech worker.
+// multipart API). The upload is checked here, on the HTTP thread, so bad
+// audio gets its 400 at once; the speech worker decodes it again window by
+// window while the model runs.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <deque>
+#include <memory>
 #include <mutex>
 
 #include "audio/decode.h"

@@ -60,6 +60,7 @@ struct ServeFlags {
   std::string audio_model;
   int64_t audio_queue = 4;
   std::string audio_weights = "float32";
+  double audio_max_seconds = server::ServeOptions{}.audio_max_seconds;
   // LoRA adapters.
   std::vector<std::string> loras;  // NAME=PATH
   int max_loras = 8, max_lora_rank = 64;
@@ -142,6 +143,7 @@ int run_serve(const ServeFlags& f) {
   if (speech_only && !f.audio_model.empty())
     fail(ErrorKind::InvalidArgument, "--audio-model: --model is already a Whisper model");
   if (f.audio_queue < 1) fail(ErrorKind::InvalidArgument, "--audio-queue must be >= 1");
+  if (!(f.audio_max_seconds > 0)) fail(ErrorKind::InvalidArgument, "--audio-max-seconds must be > 0");
   TextModel text;
   std::unique_ptr<Tokenizer> speech_tok;
   if (speech_only) {
@@ -181,6 +183,7 @@ int run_serve(const ServeFlags& f) {
   so.api_key = f.api_key;
   so.cors_origin = f.cors;
   so.max_body_bytes = static_cast<size_t>(f.max_body_mb * 1024 * 1024);
+  so.audio_max_seconds = f.audio_max_seconds;
   so.context_length = f.ctx > 0 ? f.ctx : model_ctx;
   if (so.context_length <= 0) so.context_length = 4096;
   so.http_threads = f.http_threads;
@@ -304,6 +307,8 @@ void register_serve(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--audio-model", f->audio_model, "Whisper checkpoint served at /v1/audio/* beside the chat model");
   sub->add_option("--audio-queue", f->audio_queue, "transcriptions waiting beyond which new ones get 429")
+      ->capture_default_str();
+  sub->add_option("--audio-max-seconds", f->audio_max_seconds, "/v1/audio/*: refuse audio longer than this")
       ->capture_default_str();
   sub->add_option("--audio-weights", f->audio_weights, "the Whisper model's weights: float32, or int8 for its decoder")
       ->capture_default_str();

@@ -47,7 +47,7 @@ std::unique_ptr<server::SpeechWorker> start_speech_worker(const std::string& dir
   speech::TextFn text = tok ? speech::TextFn([tok](const std::vector<int32_t>& ids) { return tok->decode(ids, true); })
                             : text_decoder_for(dir);
   auto run = [model, gen, text](const server::SpeechJob& job) {
-    return speech::transcribe(*model, *gen, job.pcm, job.options, text);
+    return speech::transcribe(*model, *gen, *job.audio, job.options, text);
   };
   // Runs on the HTTP thread before the job queues, so a request that cannot be followed gets its 400 at once.
   auto prepare = [model, gen, tok](server::SpeechJob& job) {

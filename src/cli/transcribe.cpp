@@ -29,6 +29,7 @@ struct TranscribeFlags {
   float temperature = -1;
   int beam_size = 1, best_of = 5;
   double patience = 1.0, length_penalty = -1, no_speech_threshold = 0.6;
+  double max_audio_seconds = audio::DecodeLimits{}.max_seconds;
 };
 
 int run_transcribe(const TranscribeFlags& f) {
@@ -38,6 +39,7 @@ int run_transcribe(const TranscribeFlags& f) {
   if (f.model.tensor_parallel != 1)
     fail(ErrorKind::Unsupported, "--tensor-parallel is not supported for Whisper models");
   if (f.model.threads < 0) fail(ErrorKind::InvalidArgument, "--threads must be >= 0");
+  if (!(f.max_audio_seconds > 0)) fail(ErrorKind::InvalidArgument, "--max-audio-seconds must be > 0");
   if (!f.dump.empty() && f.beam_size > 1) fail(ErrorKind::InvalidArgument, "--dump records the greedy pass: leave --beam-size at 1");
   if (f.model.threads > 0) cpu::set_num_threads(f.model.threads);
   const WhisperPrecision precision = parse_whisper_precision(f.weights);
@@ -64,10 +66,13 @@ int run_transcribe(const TranscribeFlags& f) {
     opt.prompt_ids = Tokenizer::from_dir(f.model.model)->encode(" " + std::string(trim(f.prompt)), false);
   }
   speech::check_options(opt, *model, gen);
-  std::vector<float> pcm = audio::decode_file(f.audio);
+  // Read from the file a window at a time: an hour of audio never sits in memory.
+  audio::DecodeLimits lim;
+  lim.max_seconds = f.max_audio_seconds;
+  std::unique_ptr<audio::PcmReader> reader = audio::PcmReader::open_file(f.audio, 16000, lim);
   speech::TextFn text = text_decoder_for(f.model.model);
   speech::Dump dump;
-  speech::Transcript t = speech::transcribe(*model, gen, pcm, opt, text, f.dump.empty() ? nullptr : &dump);
+  speech::Transcript t = speech::transcribe(*model, gen, *reader, opt, text, f.dump.empty() ? nullptr : &dump);
   if (!f.dump.empty()) {
     int64_t v = model->config().vocab_size;
     int64_t steps = static_cast<int64_t>(dump.step_logits.size()) / v;
@@ -114,6 +119,7 @@ void register_transcribe(CLI::App& app) {
   sub->add_option("--dump", f->dump, "write mel, encoder_out, step_logits and decoder_ids (safetensors)");
   sub->add_option("--max-tokens", f->max_tokens, "tokens per 30 s window (0: the model's limit)");
   sub->add_option("--temperature", f->temperature, "one fixed temperature (disables fallback)");
+  sub->add_option("--max-audio-seconds", f->max_audio_seconds, "refuse audio longer than this")->capture_default_str();
 }
 
 }  // namespace ingot::cli

@@ -1,11 +1,13 @@
 // POST /v1/audio/transcriptions and /v1/audio/translations (OpenAI's
-// multipart API). The upload is decoded here, on the HTTP thread, so bad
-// audio gets its 400 at once; the model runs on the speech worker.
+// multipart API). The upload is checked here, on the HTTP thread, so bad
+// audio gets its 400 at once; the speech worker decodes it again window by
+// window while the model runs.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <deque>
+#include <memory>
 #include <mutex>
 
 #include "audio/decode.h"
@@ -23,7 +25,6 @@ namespace ingot::server {
 namespace {
 
 constexpr int kRate = 16000;
-constexpr double kMaxSeconds = 3600;           // longer uploads are refused from the container's duration
 constexpr size_t kMinSamples = kRate / 10 - 32;  // 0.1 s, less resampler rounding
 
 struct AudioForm {
@@ -174,23 +175,31 @@ SpeechWorker& speech_model(Service& svc, const std::string& requested) {
                  "model", "model_not_found");
 }
 
-std::vector<float> decode_upload(const MultipartPart& file) {
+// Checks the upload by decoding all of it here, so bad or too-short audio is
+// a 400 at once, without keeping its samples: the job decodes it again as it
+// goes, a window at a time, from the bytes (held within --max-body-mb).
+void attach_upload(const MultipartPart& file, double max_seconds, SpeechJob& job) {
   if (file.content.empty()) throw ApiError(400, "the uploaded file is empty", "file", "invalid_value");
-  std::vector<float> pcm;
+  int64_t samples = 0;
+  std::unique_ptr<audio::PcmReader> reader;
   try {
     audio::DecodeLimits lim;
-    lim.max_seconds = kMaxSeconds;
-    pcm = audio::decode_memory(std::string(file.content), kRate, lim);
+    lim.max_seconds = max_seconds;
+    reader = audio::PcmReader::open_memory(std::make_shared<const std::string>(file.content), kRate, lim);
+    std::vector<float> buf(1 << 16);
+    for (size_t got; (got = reader->read(buf.data(), buf.size())) > 0;) samples += static_cast<int64_t>(got);
+    reader->rewind();
   } catch (const Error& e) {
     std::string name = file.filename.empty() ? "the upload" : "'" + file.filename + "'";
     throw ApiError(400, name + " is not usable audio: " + e.what(), "file", "invalid_value");
   }
-  if (pcm.size() < kMinSamples)
+  if (samples < static_cast<int64_t>(kMinSamples))
     throw ApiError(400,
-                   str_cat("the audio is too short (", static_cast<double>(pcm.size()) / kRate,
+                   str_cat("the audio is too short (", static_cast<double>(samples) / kRate,
                            " s); the minimum is 0.1 s"),
                    "file", "audio_too_short");
-  return pcm;
+  job.audio = std::move(reader);
+  job.samples = samples;
 }
 
 std::string trimmed(std::string_view s) { return std::string(trim(s)); }
@@ -285,7 +294,7 @@ HttpResponse run_audio(Service& svc, const HttpRequest& req, bool translation) {
   } catch (const Error& e) {
     throw ApiError(400, e.what(), "", "invalid_value");
   }
-  job.pcm = decode_upload(*f.file);
+  attach_upload(*f.file, svc.options().audio_max_seconds, job);
   if (f.stream == "true") return stream_transcription(w, std::move(job));
   SpeechWorker::Ticket ticket = w.submit(std::move(job));
   while (!ticket.wait(std::chrono::milliseconds(100))) {

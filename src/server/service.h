@@ -33,6 +33,9 @@ struct ServeOptions {
   std::string api_key;  // empty: no auth
   std::string cors_origin;  // empty: CORS off; "*" or comma-separated origins
   size_t max_body_bytes = 16u << 20;
+  // /v1/audio/*: longer audio is refused (from the container's duration when
+  // it has one). Audio is streamed, so this bounds a job's time, not memory.
+  double audio_max_seconds = 4 * 3600.0;
   int64_t context_length = 4096;
   int http_threads = 128;  // worker threads for handlers (not per connection)
   // Connection limits and deadlines (docs/server.md, "Slow and idle clients").

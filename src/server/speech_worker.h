@@ -13,12 +13,16 @@
 #include <thread>
 #include <vector>
 
+#include "audio/pcm_source.h"
 #include "speech/transcribe.h"
 
 namespace ingot::server {
 
 struct SpeechJob {
-  std::vector<float> pcm;  // 16 kHz mono
+  // 16 kHz mono, read from the start a window at a time (the upload's bytes
+  // stay compressed in memory; its samples never all are).
+  std::shared_ptr<audio::PcmSource> audio;
+  int64_t samples = 0;  // counted when the upload was checked
   speech::TranscribeOptions options;
   std::string prompt;  // previous-text prompt, tokenized by the model's tokenizer
 };

@@ -162,10 +162,48 @@ WindowPrompt window_prompt(const WhisperGeneration& gen, const std::vector<int32
 
 namespace {
 
-// `timeline` (with VAD) maps times in `pcm` back onto the recording it was gathered from.
-Transcript transcribe_pcm(const WhisperModel& model, const WhisperGeneration& gen, const std::vector<float>& pcm,
-                          const SpeechTimeline* timeline, const TranscribeOptions& opt, const TextFn& text,
-                          Dump* dump) {
+// The samples of a source from `seek` on, read in order: holds the current
+// window and nothing before it, so memory stays one window whatever the length.
+class WindowFeed {
+ public:
+  explicit WindowFeed(audio::PcmSource& src) : src_(src) {}
+  // Up to `n` samples from `seek` (fewer only at the end of the audio); `seek` never goes back.
+  std::vector<float> at(int64_t seek, int64_t n) {
+    const int64_t drop = std::min<int64_t>(seek - base_, static_cast<int64_t>(buf_.size()));
+    buf_.erase(buf_.begin(), buf_.begin() + drop);
+    base_ += drop;
+    while (base_ < seek && !end_) {  // a seek past what was read (not done by the loop, kept safe)
+      float skip[4096];
+      const size_t k = static_cast<size_t>(std::min<int64_t>(seek - base_, 4096));
+      const size_t got = src_.read(skip, k);
+      base_ += static_cast<int64_t>(got);
+      end_ = got < k;
+    }
+    const int64_t have = static_cast<int64_t>(buf_.size());
+    if (have < n && !end_) {
+      buf_.resize(static_cast<size_t>(n));
+      const size_t want = static_cast<size_t>(n - have);
+      const size_t got = src_.read(buf_.data() + have, want);
+      buf_.resize(static_cast<size_t>(have) + got);
+      end_ = got < want;
+    }
+    return std::vector<float>(buf_.begin(), buf_.begin() + std::min<int64_t>(n, static_cast<int64_t>(buf_.size())));
+  }
+  // Samples read from the source so far.
+  int64_t read() const { return base_ + static_cast<int64_t>(buf_.size()); }
+
+ private:
+  audio::PcmSource& src_;
+  std::vector<float> buf_;  // samples [base_, base_ + size)
+  int64_t base_ = 0;
+  bool end_ = false;
+};
+
+// `timeline` (with VAD) maps times in `src` back onto the recording it was
+// gathered from. `samples` gets how many samples were read.
+Transcript transcribe_source(const WhisperModel& model, const WhisperGeneration& gen, audio::PcmSource& src,
+                             const SpeechTimeline* timeline, const TranscribeOptions& opt, const TextFn& text,
+                             Dump* dump, int64_t& samples) {
   audio::MelConfig mc;
   mc.n_mels = static_cast<int>(model.config().num_mel_bins);
   const int64_t window = mc.n_samples;
@@ -181,10 +219,12 @@ Transcript transcribe_pcm(const WhisperModel& model, const WhisperGeneration& ge
   std::vector<int32_t> history = opt.prompt_ids;
   size_t prompt_reset = 0;
   const size_t max_previous = static_cast<size_t>(std::max<int64_t>(0, model.config().max_target_positions / 2 - 1));
-  for (int64_t seek = 0; seek < static_cast<int64_t>(pcm.size());) {
+  WindowFeed feed(src);
+  for (int64_t seek = 0;;) {
     if (opt.cancelled && opt.cancelled()) break;
-    const int64_t len = std::min<int64_t>(window, static_cast<int64_t>(pcm.size()) - seek);
-    std::vector<float> chunk(pcm.begin() + seek, pcm.begin() + seek + len);
+    const std::vector<float> chunk = feed.at(seek, window);
+    if (chunk.empty()) break;  // the end of the audio
+    const int64_t len = static_cast<int64_t>(chunk.size());
     Tensor mel = audio::log_mel(chunk, mc);
     Tensor enc = model.encode(mel);
     auto cross = model.cross_kv(enc);  // one per window: every attempt and beam reads it
@@ -277,6 +317,7 @@ Transcript transcribe_pcm(const WhisperModel& model, const WhisperGeneration& ge
     if (!opt.condition_on_previous_text || r.temperature > opt.prompt_reset_on_temperature) prompt_reset = history.size();
     seek += cut.advance;
   }
+  samples = feed.read();
   return out;
 }
 
@@ -285,23 +326,39 @@ Transcript transcribe_pcm(const WhisperModel& model, const WhisperGeneration& ge
 Transcript transcribe(const WhisperModel& model, const WhisperGeneration& gen, const std::vector<float>& pcm,
                       const TranscribeOptions& opt, const TextFn& text, Dump* dump) {
   if (pcm.empty()) fail(ErrorKind::InvalidArgument, "the audio is empty");
+  audio::PcmView src(pcm);
+  Transcript t = transcribe(model, gen, src, opt, text, dump);
+  t.duration = static_cast<double>(pcm.size()) / kSampleRate;  // also when cancelled part way
+  return t;
+}
+
+Transcript transcribe(const WhisperModel& model, const WhisperGeneration& gen, audio::PcmSource& src,
+                      const TranscribeOptions& opt, const TextFn& text, Dump* dump) {
   check_options(opt, model, gen);
-  const double duration = static_cast<double>(pcm.size()) / kSampleRate;
+  int64_t samples = 0;
   if (!opt.vad) {
-    Transcript t = transcribe_pcm(model, gen, pcm, nullptr, opt, text, dump);
-    t.duration = duration;
+    Transcript t = transcribe_source(model, gen, src, nullptr, opt, text, dump, samples);
+    if (samples == 0) fail(ErrorKind::InvalidArgument, "the audio is empty");
+    t.duration = static_cast<double>(samples) / kSampleRate;
     return t;
   }
-  SpeechTimeline timeline(detect_speech(pcm, opt.vad_options), kSampleRate);
+  // Two passes: the energy of every frame sets the threshold, then only the speech is read again.
+  EnergyMeter meter;
+  std::vector<float> buf(1 << 16);
+  for (size_t got; (got = src.read(buf.data(), buf.size())) > 0;) meter.add(buf.data(), got);
+  buf = {};
+  if (meter.samples() == 0) fail(ErrorKind::InvalidArgument, "the audio is empty");
+  SpeechTimeline timeline(meter.speech(opt.vad_options), kSampleRate);
   Transcript t;
-  std::vector<float> speech = timeline.gather(pcm);
-  if (!speech.empty()) {
-    t = transcribe_pcm(model, gen, speech, &timeline, opt, text, dump);
+  if (!timeline.spans().empty()) {
+    src.rewind();
+    GatheredSource speech(src, timeline.spans());
+    t = transcribe_source(model, gen, speech, &timeline, opt, text, dump, samples);
   } else {
     t.task = opt.task;
     if (!gen.is_multilingual) t.language = "en";
   }
-  t.duration = duration;
+  t.duration = static_cast<double>(meter.samples()) / kSampleRate;
   t.speech = timeline.spans();
   return t;
 }

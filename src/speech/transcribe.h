@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "audio/pcm_source.h"
 #include "models/whisper.h"
 #include "speech/generation.h"
 #include "speech/vad.h"
@@ -108,6 +109,13 @@ struct WindowCut {
 WindowCut cut_window(const std::vector<int32_t>& tokens, const LogitRules& rules, double t0, int64_t len,
                      int64_t window);
 
+// Reads `src` from where it stands, one 30 s window at a time: memory holds
+// the current window, not the recording. With VAD the source is read twice
+// (the energy of every frame, then the speech again: rewind()). `duration`
+// counts what was read, so a cancelled transcription gives the part it read.
+Transcript transcribe(const WhisperModel& model, const WhisperGeneration& gen, audio::PcmSource& src,
+                      const TranscribeOptions& opt, const TextFn& text, Dump* dump = nullptr);
+// The same over samples in memory.
 Transcript transcribe(const WhisperModel& model, const WhisperGeneration& gen, const std::vector<float>& pcm,
                       const TranscribeOptions& opt, const TextFn& text, Dump* dump = nullptr);
 

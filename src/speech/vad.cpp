@@ -11,16 +11,29 @@ constexpr int64_t kFrame = kRate / 50;  // 20 ms
 }  // namespace
 
 std::vector<Span> detect_speech(const std::vector<float>& pcm, const VadOptions& opt) {
-  const int64_t n = static_cast<int64_t>(pcm.size());
-  const int64_t frames = (n + kFrame - 1) / kFrame;
-  if (frames == 0) return {};
-  std::vector<double> db(static_cast<size_t>(frames));
-  for (int64_t f = 0; f < frames; ++f) {
-    const int64_t a = f * kFrame, b = std::min(n, a + kFrame);
-    double e = 0;
-    for (int64_t i = a; i < b; ++i) e += static_cast<double>(pcm[static_cast<size_t>(i)]) * pcm[static_cast<size_t>(i)];
-    db[static_cast<size_t>(f)] = 10.0 * std::log10(e / static_cast<double>(b - a) + 1e-10);
+  EnergyMeter m;
+  m.add(pcm.data(), pcm.size());
+  return m.speech(opt);
+}
+
+void EnergyMeter::add(const float* x, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    energy_ += static_cast<double>(x[i]) * x[i];
+    if (++in_frame_ == kFrame) {
+      db_.push_back(10.0 * std::log10(energy_ / static_cast<double>(kFrame) + 1e-10));
+      energy_ = 0;
+      in_frame_ = 0;
+    }
   }
+  samples_ += static_cast<int64_t>(n);
+}
+
+std::vector<Span> EnergyMeter::speech(const VadOptions& opt) const {
+  const int64_t n = samples_;
+  std::vector<double> db = db_;
+  if (in_frame_ > 0) db.push_back(10.0 * std::log10(energy_ / static_cast<double>(in_frame_) + 1e-10));  // the short last frame
+  const int64_t frames = static_cast<int64_t>(db.size());
+  if (frames == 0) return {};
   std::vector<double> sorted = db;
   std::sort(sorted.begin(), sorted.end());
   auto pct = [&](double p) { return sorted[static_cast<size_t>(p * static_cast<double>(frames - 1))]; };
@@ -55,6 +68,37 @@ std::vector<float> SpeechTimeline::gather(const std::vector<float>& pcm) const {
   std::vector<float> out;
   for (const Span& s : spans_) out.insert(out.end(), pcm.begin() + s.start, pcm.begin() + s.end);
   return out;
+}
+
+size_t GatheredSource::read(float* out, size_t n) {
+  size_t done = 0;
+  float skip[4096];
+  while (done < n && span_ < spans_.size()) {
+    const Span& s = spans_[span_];
+    if (pos_ < s.start) {  // the silence before the span is read and dropped
+      const size_t k = static_cast<size_t>(std::min<int64_t>(s.start - pos_, sizeof(skip) / sizeof(float)));
+      const size_t got = src_.read(skip, k);
+      pos_ += static_cast<int64_t>(got);
+      if (got < k) break;
+      continue;
+    }
+    if (pos_ >= s.end) {
+      ++span_;
+      continue;
+    }
+    const size_t k = static_cast<size_t>(std::min<int64_t>(s.end - pos_, static_cast<int64_t>(n - done)));
+    const size_t got = src_.read(out + done, k);
+    pos_ += static_cast<int64_t>(got);
+    done += got;
+    if (got < k) break;  // the audio ended early
+  }
+  return done;
+}
+
+void GatheredSource::rewind() {
+  src_.rewind();
+  span_ = 0;
+  pos_ = 0;
 }
 
 double SpeechTimeline::original(double t, bool is_end) const {

@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "audio/pcm_source.h"
+
 namespace ingot::speech {
 
 struct VadOptions {
@@ -31,6 +33,20 @@ struct Span {
 // recording has no silence to find and all of it is returned.
 std::vector<Span> detect_speech(const std::vector<float>& pcm, const VadOptions& opt = {});
 
+// detect_speech over audio fed a piece at a time: keeps one energy per 20 ms
+// frame (an hour is 1.4 MB), not the samples.
+class EnergyMeter {
+ public:
+  void add(const float* x, size_t n);
+  std::vector<Span> speech(const VadOptions& opt = {}) const;
+  int64_t samples() const { return samples_; }
+
+ private:
+  std::vector<double> db_;  // closed frames
+  double energy_ = 0;       // of the open frame
+  int64_t in_frame_ = 0, samples_ = 0;
+};
+
 // The audio of `spans` end to end, and the way back from its timeline to the original one.
 class SpeechTimeline {
  public:
@@ -44,6 +60,21 @@ class SpeechTimeline {
  private:
   std::vector<Span> spans_;
   int rate_;
+};
+
+// The samples of `spans` end to end, read from `src` as they are asked for
+// (what SpeechTimeline::gather returns, without holding it).
+class GatheredSource : public audio::PcmSource {
+ public:
+  GatheredSource(audio::PcmSource& src, std::vector<Span> spans) : src_(src), spans_(std::move(spans)) {}
+  size_t read(float* out, size_t n) override;
+  void rewind() override;
+
+ private:
+  audio::PcmSource& src_;
+  std::vector<Span> spans_;
+  size_t span_ = 0;  // the span being read
+  int64_t pos_ = 0;  // samples read from src_
 };
 
 }  // namespace ingot::speech

@@ -183,3 +183,90 @@ TEST(AudioDecode, StreamThatSwitchesChannelsMidwayDecodes) {
   EXPECT_LT(pcm.size(), 36000u);
   fs::remove_all(dir);
 }
+
+namespace {
+
+std::vector<float> read_in_chunks(audio::PcmSource& r, size_t chunk) {
+  std::vector<float> out, buf(chunk);
+  while (true) {
+    const size_t got = r.read(buf.data(), chunk);
+    out.insert(out.end(), buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(got));
+    if (got < chunk) return out;  // fewer than asked only at the end
+  }
+}
+
+std::string file_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+}  // namespace
+
+// The reader behind decode_file: however the samples are asked for, from a
+// file or from memory, first pass or after rewind, they are decode_file's.
+TEST(PcmReader, ChunkedReadsEqualDecodeFile) {
+  const std::string clip = kShared + "/assets/audio/sense_and_sensibility_01_austen_64kb-0880.wav";
+  fs::path dir = tmpdir();
+  struct Fmt {
+    const char* ext;
+    const char* args;
+  };
+  const Fmt fmts[] = {{"wav", ""},          {"wav", "-ar 44100 -ac 2"},          {"flac", "-ar 22050 -c:a flac"},
+                      {"mp3", "-c:a libmp3lame -b:a 64k"}, {"ogg", "-c:a libopus -b:a 32k"}, {"m4a", "-ar 48000 -c:a aac"}};
+  int n = 0;
+  for (const Fmt& f : fmts) {
+    fs::path out = dir / ("clip" + std::to_string(n++) + "." + f.ext);
+    std::string cmd = "ffmpeg -loglevel error -y -i '" + clip + "' " + f.args + " '" + out.string() + "'";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    const std::vector<float> want = audio::decode_file(out.string());
+    ASSERT_GT(want.size(), 40000u) << out;
+    auto bytes = std::make_shared<const std::string>(file_bytes(out));
+    for (size_t chunk : {size_t{1}, size_t{7}, size_t{1000}, size_t{4096}, size_t{480000}}) {
+      auto r = audio::PcmReader::open_file(out.string());
+      // A hint: MP3 durations are estimated from the bit rate.
+      EXPECT_NEAR(r->duration_hint(), static_cast<double>(want.size()) / 16000, 0.25) << out;
+      EXPECT_EQ(read_in_chunks(*r, chunk), want) << out << " chunk " << chunk;
+      EXPECT_EQ(r->read(nullptr, 0), 0u);
+      r->rewind();
+      EXPECT_EQ(read_in_chunks(*r, chunk + 1), want) << out << " after rewind, chunk " << chunk + 1;
+      auto m = audio::PcmReader::open_memory(bytes);
+      EXPECT_EQ(read_in_chunks(*m, chunk), want) << out << " from memory, chunk " << chunk;
+    }
+  }
+  fs::remove_all(dir);
+}
+
+// Opening a reader throws what decode_file throws, word for word.
+TEST(PcmReader, BadFilesGiveDecodeFilesErrors) {
+  fs::path dir = tmpdir();
+  std::ofstream(dir / "text.wav") << "this is not audio at all, just some text that pretends";
+  std::ofstream(dir / "empty.mp3");
+  ASSERT_EQ(std::system(("sox -n -r 16000 -c 1 -b 16 '" + (dir / "zero.wav").string() + "' trim 0 0").c_str()), 0);
+  ASSERT_EQ(std::system(("sox -n -r 16000 -c 1 -b 16 '" + (dir / "long.wav").string() + "' synth 6 sine 300").c_str()), 0);
+  audio::DecodeLimits lim;
+  lim.max_seconds = 5;
+  auto error_of = [](auto fn) -> std::pair<ErrorKind, std::string> {
+    try {
+      fn();
+    } catch (const Error& e) {
+      return {e.kind(), e.what()};
+    }
+    return {ErrorKind::Internal, "no error"};
+  };
+  for (const char* name : {"text.wav", "empty.mp3", "zero.wav", "missing.wav", "long.wav"}) {
+    const std::string p = (dir / name).string();
+    auto want = error_of([&] { audio::decode_file(p, 16000, lim); });
+    ASSERT_NE(want.second, "no error") << name;
+    auto got = error_of([&] { audio::PcmReader::open_file(p, 16000, lim); });
+    EXPECT_EQ(got.first, want.first) << name;
+    EXPECT_EQ(got.second, want.second) << name;
+    if (std::string(name) == "missing.wav") continue;
+    auto bytes = std::make_shared<const std::string>(file_bytes(dir / name));
+    want = error_of([&] { audio::decode_memory(*bytes, 16000, lim); });
+    got = error_of([&] { audio::PcmReader::open_memory(bytes, 16000, lim); });
+    EXPECT_EQ(got.first, want.first) << name;
+    EXPECT_EQ(got.second, want.second) << name;
+  }
+  EXPECT_EQ(error_of([] { audio::PcmReader::open_memory(nullptr); }).first, ErrorKind::InvalidArgument);
+  fs::remove_all(dir);
+}

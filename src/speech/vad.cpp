@@ -103,11 +103,16 @@ void GatheredSource::rewind() {
 
 double SpeechTimeline::original(double t, bool is_end) const {
   if (spans_.empty()) return t;
+  // Whisper often closes a stretch's last segment past the seam, in the
+  // silence padding the next span starts with (VadOptions::pad_s, 0.4 s) or
+  // its first breath; mapped into the next span that end could lie minutes
+  // later. An end less than this far past a seam stays in the earlier span.
+  constexpr double kEndSlack = 1.0;  // seconds
   double at = 0;  // where the current span starts in the gathered audio, seconds
   for (size_t i = 0; i < spans_.size(); ++i) {
     const double len = static_cast<double>(spans_[i].end - spans_[i].start) / rate_;
     const bool last = i + 1 == spans_.size();
-    if (t < at + len || (is_end && t <= at + len) || last)
+    if (t < at + len || (is_end && t <= at + len + kEndSlack) || last)
       return static_cast<double>(spans_[i].start) / rate_ + std::min(std::max(t - at, 0.0), len);
     at += len;
   }

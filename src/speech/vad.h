@@ -53,7 +53,8 @@ class SpeechTimeline {
   SpeechTimeline(std::vector<Span> spans, int rate) : spans_(std::move(spans)), rate_(rate) {}
   std::vector<float> gather(const std::vector<float>& pcm) const;
   // Seconds in the gathered audio -> seconds in the original. An end time on
-  // a seam between two spans belongs to the earlier one, a start to the later.
+  // a seam between two spans, or up to 1 s past it, belongs to the earlier
+  // one; a start on the seam to the later.
   double original(double t, bool is_end) const;
   const std::vector<Span>& spans() const { return spans_; }
 

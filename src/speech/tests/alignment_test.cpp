@@ -119,16 +119,18 @@ TEST(Vad, FindsSoundBetweenSilences) {
 }
 
 TEST(Vad, TimelineMapsBackToTheOriginal) {
-  SpeechTimeline tl({{16000, 32000}, {80000, 96000}}, 16000);  // [1, 2) s and [5, 6) s
-  std::vector<float> pcm(100000);
+  SpeechTimeline tl({{16000, 32000}, {80000, 128000}}, 16000);  // [1, 2) s and [5, 8) s
+  std::vector<float> pcm(130000);
   for (size_t i = 0; i < pcm.size(); ++i) pcm[i] = static_cast<float>(i);
   auto g = tl.gather(pcm);
-  ASSERT_EQ(g.size(), 32000u);
+  ASSERT_EQ(g.size(), 64000u);
   EXPECT_EQ(g[0], 16000.0f);
   EXPECT_EQ(g[16000], 80000.0f);
   EXPECT_DOUBLE_EQ(tl.original(0.5, false), 1.5);
   EXPECT_DOUBLE_EQ(tl.original(1.0, false), 5.0);  // a start on the seam: the later span
   EXPECT_DOUBLE_EQ(tl.original(1.0, true), 2.0);   // an end on the seam: the earlier one
-  EXPECT_DOUBLE_EQ(tl.original(1.5, true), 5.5);
-  EXPECT_DOUBLE_EQ(tl.original(9.0, true), 6.0);  // past the end: clamped to the last span
+  EXPECT_DOUBLE_EQ(tl.original(1.5, true), 2.0);   // ... and less than 1 s past it (the next span's padding)
+  EXPECT_DOUBLE_EQ(tl.original(1.5, false), 5.5);  // a start there is in the later span
+  EXPECT_DOUBLE_EQ(tl.original(2.5, true), 6.5);   // an end well inside the later span stays there
+  EXPECT_DOUBLE_EQ(tl.original(9.0, true), 8.0);   // past the end: clamped to the last span
 }

@@ -144,7 +144,7 @@ class ScriptedServer {
     }
     send_all(c, ok_head);
     if (scenario == "slow") {
-      std::this_thread::sleep_for(800ms);
+      std::this_thread::sleep_for(3s);
       return;
     }
     if (scenario == "malformed") {
@@ -296,7 +296,7 @@ TEST(Client, TimeoutsAreCountedApart) {
   t.timeout_s = 0.2;
   LevelRun run = run_level(t, prompts(2, 3), 4, closed(2, 2));
   for (const RequestResult& r : run.results) EXPECT_EQ(r.failure, Failure::Timeout) << r.error;
-  EXPECT_LT(run.duration_s, 0.7);
+  EXPECT_LT(run.duration_s, 2.0);  // gave up at the timeout, long before the server's 3 s (slack for a loaded machine)
 }
 
 TEST(Client, NobodyListening) {
@@ -312,14 +312,14 @@ TEST(Client, NobodyListening) {
 
 TEST(Client, ArrivalsAreKept) {
   ScriptedServer s;
-  LevelLoad load{0, {0.0, 0.15, 0.3}};
+  LevelLoad load{0, {0.0, 0.6, 1.2}};
   LevelRun run = run_level(target(s, "ok"), prompts(3, 3), 2, load);
   for (size_t i = 0; i < 3; ++i) {
     EXPECT_TRUE(run.results[i].ok()) << run.results[i].error;
     EXPECT_GE(run.results[i].start_s, load.arrivals[i]);
-    EXPECT_LT(run.results[i].start_s, load.arrivals[i] + 0.1);
+    EXPECT_LT(run.results[i].start_s, load.arrivals[i] + 0.4);  // before the next arrival, even on a loaded machine
   }
-  EXPECT_GE(run.duration_s, 0.3);
+  EXPECT_GE(run.duration_s, 1.2);
 }
 
 TEST(Client, DiscoversTheModel) {

@@ -115,12 +115,20 @@ class ScriptedServer {
     while (now > seen && !max_in_flight_.compare_exchange_weak(seen, now)) {
     }
     std::string head, body;
-    if (read_request(c, head, body)) answer(c, head, body);
-    --in_flight_;
+    bool left = false;
+    // A request stops counting before its last bytes go out: the client may
+    // open its next request the moment they arrive.
+    auto leave = [&] {
+      if (!left) --in_flight_;
+      left = true;
+    };
+    if (read_request(c, head, body)) answer(c, head, body, leave);
+    leave();
     ::close(c);
   }
 
-  void answer(int c, const std::string& head, const std::string& raw) {
+  template <class Leave>
+  void answer(int c, const std::string& head, const std::string& raw, Leave& leave) {
     const std::string ok_head =
         "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
     if (head.rfind("GET /v1/models", 0) == 0) {
@@ -175,6 +183,7 @@ class ScriptedServer {
       json u = {{"choices", json::array()}, {"usage", usage}};
       send_all(c, http_chunk("data: " + u.dump() + "\n\n"));
     }
+    leave();
     send_all(c, http_chunk("data: [DONE]\n\n") + "0\r\n\r\n");
   }
 

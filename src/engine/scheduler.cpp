@@ -191,11 +191,12 @@ void EngineImpl::run_batch() {
     --budget;
   }
   draft_tokens(decoding, &budget);
+  std::vector<int32_t> next;  // a decode row's token and its draft
   for (Sequence* s : decoding) {
     // A draft rides on the decode row: every row's logits are wanted.
-    std::vector<int32_t> row{s->tokens[static_cast<size_t>(s->computed)]};
-    row.insert(row.end(), s->draft.begin(), s->draft.end());
-    in.add(s->cache.get(), row, row.size() > 1, s->req.lora.get());
+    next.assign(1, s->tokens[static_cast<size_t>(s->computed)]);
+    next.insert(next.end(), s->draft.begin(), s->draft.end());
+    in.add(s->cache.get(), next, next.size() > 1, s->req.lora.get());
     rows.push_back(s);
   }
   for (auto& s : running_) {

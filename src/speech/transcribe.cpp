@@ -167,18 +167,12 @@ namespace {
 class WindowFeed {
  public:
   explicit WindowFeed(audio::PcmSource& src) : src_(src) {}
-  // Up to `n` samples from `seek` (fewer only at the end of the audio); `seek` never goes back.
+  // Up to `n` samples from `seek` (fewer only at the end of the audio); `seek`
+  // never goes back, nor past what was read (a window advances at most its length).
   std::vector<float> at(int64_t seek, int64_t n) {
-    const int64_t drop = std::min<int64_t>(seek - base_, static_cast<int64_t>(buf_.size()));
-    buf_.erase(buf_.begin(), buf_.begin() + drop);
-    base_ += drop;
-    while (base_ < seek && !end_) {  // a seek past what was read (not done by the loop, kept safe)
-      float skip[4096];
-      const size_t k = static_cast<size_t>(std::min<int64_t>(seek - base_, 4096));
-      const size_t got = src_.read(skip, k);
-      base_ += static_cast<int64_t>(got);
-      end_ = got < k;
-    }
+    INGOT_CHECK(seek >= base_ && seek <= read(), "window seek ", seek, " outside the samples held");
+    buf_.erase(buf_.begin(), buf_.begin() + (seek - base_));
+    base_ = seek;
     const int64_t have = static_cast<int64_t>(buf_.size());
     if (have < n && !end_) {
       buf_.resize(static_cast<size_t>(n));

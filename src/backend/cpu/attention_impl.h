@@ -98,13 +98,13 @@ inline void attn_scores_full_multi(const float* const* q, const float* k, int64_
 }
 
 // Scores of every vector of the fold into f.scores. On 8-lane levels vectors
-// that see the whole of a full tile go two at a time; the rest one by one.
+// that see the whole of a full tile go three at a time; the rest one by one.
 // (AVX-512 scores one vector at a time: its 3-vector form failed a KV8 bit
 // test on an Intel AVX-512 host, cause not found; docs/cpu-backend.md.)
 template <class V>
 inline void attn_scores_all(const AttnFold& f, const float* kbase, const int64_t* lo, const int64_t* hi) {
   constexpr int kRK = V::W < 16 && V::kReduce8 ? 8 : 0;
-  constexpr int kQB = 2;  // vectors per pass: 8 accumulators of the 16 registers
+  constexpr int kQB = 3;  // vectors per pass: 12 accumulators of the 16 registers
   constexpr int kKH = 4;
   int64_t g = 0;
   if constexpr (kRK > 0) {
@@ -121,7 +121,10 @@ inline void attn_scores_all(const AttnFold& f, const float* kbase, const int64_t
           nq = 0;
         }
       }
-      for (int i = 0; i < nq; ++i) attn_scores_full_multi<V, kRK, 1, kKH>(qs + i, kbase, f.k_ld, f.d, ss + i);
+      if (nq == 2)
+        attn_scores_full_multi<V, kRK, 2, kKH>(qs, kbase, f.k_ld, f.d, ss);
+      else if (nq == 1)
+        attn_scores_full_multi<V, kRK, 1, kKH>(qs, kbase, f.k_ld, f.d, ss);
       for (; g < f.G; ++g)
         if ((lo[g] != 0 || hi[g] != kAttnTile - 1) && lo[g] <= hi[g])
           attn_scores<V>(f.q + g * f.d, kbase, f.k_ld, f.x0, f.n, f.d, f.scores + g * kAttnTile);

@@ -79,7 +79,13 @@ struct KernelTable {
 
 // Weight rows converted to f32 per panel when many x rows reuse them.
 constexpr int64_t kMaxPanelRows = 8;
-inline int64_t linear_scratch_floats(int64_t k) { return kMaxPanelRows * (k + 16); }
+// 16-bit weight rows converted to f32 at once by linear_block: about 256 KiB,
+// so the group and a block of x rows share L2; whole 4-row panels.
+inline int64_t linear_group_rows(int64_t k) {
+  const int64_t rows = (64 * 1024 / (k + 16)) / 4 * 4;
+  return rows < 4 ? 4 : rows;
+}
+inline int64_t linear_scratch_floats(int64_t k) { return linear_group_rows(k) * (k + 16); }
 // Bulk GEMM: k in blocks of kBulkK; a block's weight columns packed per k block plus one row.
 constexpr int64_t kBulkK = 256;
 inline int64_t bulk_scratch_floats(int64_t m) { return (m + 32) * kBulkK + kBulkK; }

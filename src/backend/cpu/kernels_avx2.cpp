@@ -22,6 +22,7 @@ struct V256 {
   using R = __m256;
   static constexpr int W = 8;
   static constexpr int MX = 2;
+  static constexpr int PX = 3;
   static constexpr bool kReduce16 = false;
   static void reduce16(const R*, float*) {}
   // Eight sums at once (attention scores): out[i] = the lanes of a[i] added

@@ -22,6 +22,7 @@ struct V512 {
   using R = __m512;
   static constexpr int W = 16;
   static constexpr int MX = 4;
+  static constexpr int PX = 4;
   static R zero() { return _mm512_setzero_ps(); }
   static R load(const float* p) { return _mm512_loadu_ps(p); }
   static R load_bf16(const uint16_t* p) {

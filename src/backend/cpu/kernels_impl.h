@@ -3,7 +3,8 @@
 // namespace, after the standard and intrinsic headers, so that every ISA gets
 // its own internal copy (no inline symbol may be shared across ISA flags).
 //
-// V provides: R (register), W (lanes), MX (x rows per tile), zero, load,
+// V provides: R (register), W (lanes), MX (x rows per streaming tile), PX
+// (x rows per panel tile, many-row products), zero, load,
 // load_bf16, load_f16, fma(a, b, c) = a * b + c, add, sub, mul, div, set1,
 // store, exp (vector e^x), reduce (a fixed tree), prefetch, and kReduce16 /
 // reduce16 (16 registers to 16 sums, each in exactly reduce()'s order).
@@ -130,13 +131,13 @@ inline void tile_kblock_nx(int64_t nx, const float* x, int64_t ldx, const float*
       tile_kblock<V, 1, NW>(x, ldx, w, ldw, k0, k1, k, state, y, ldy);
       return;
     case 2:
-      if constexpr (V::MX >= 2) tile_kblock<V, 2, NW>(x, ldx, w, ldw, k0, k1, k, state, y, ldy);
+      if constexpr (V::PX >= 2) tile_kblock<V, 2, NW>(x, ldx, w, ldw, k0, k1, k, state, y, ldy);
       return;
     case 3:
-      if constexpr (V::MX >= 3) tile_kblock<V, 3, NW>(x, ldx, w, ldw, k0, k1, k, state, y, ldy);
+      if constexpr (V::PX >= 3) tile_kblock<V, 3, NW>(x, ldx, w, ldw, k0, k1, k, state, y, ldy);
       return;
     case 4:
-      if constexpr (V::MX >= 4) tile_kblock<V, 4, NW>(x, ldx, w, ldw, k0, k1, k, state, y, ldy);
+      if constexpr (V::PX >= 4) tile_kblock<V, 4, NW>(x, ldx, w, ldw, k0, k1, k, state, y, ldy);
       return;
     default:
       return;
@@ -193,46 +194,49 @@ constexpr int64_t kMaxBlockRows = 128;
 
 // Many x rows: each panel of 4 weight rows (as f32) is reused by a block of
 // up to 128 x rows; k is walked in blocks so the working set stays in L1/L2.
+// 16-bit weights are converted a group of rows at a time (linear_group_rows),
+// once per call: every x block passes over the group before the next one is
+// converted. The loop order never changes a (row, column) dot.
 template <class V>
 void linear_panels(const LinearBlock& b, float* scratch) {
   constexpr int64_t kPanel = 4;
   // x rows per block: the whole block (all of k) stays in L2 while every
-  // panel of this thread's weight rows passes over it.
+  // panel of the group passes over it.
   constexpr int64_t kKBlock = 512;
-  const int64_t nb = imin(kMaxBlockRows, imax(V::MX, 512 * 1024 / 4 / imax(1, b.k) / V::MX * V::MX));
+  static_assert(V::PX >= 1 && V::PX <= 4);
+  const int64_t nb = imin(kMaxBlockRows / V::PX * V::PX, imax(V::PX, 512 * 1024 / 4 / imax(1, b.k) / V::PX * V::PX));
   typename V::R state[kMaxBlockRows * kPanel];
   const int64_t ldp = b.k + 16;
   const size_t es = b.wdt == DType::F32 ? 4 : 2;
-  for (int64_t x0 = 0; x0 < b.n; x0 += nb) {
-    const int64_t x1 = imin(b.n, x0 + nb);
-    for (int64_t j = 0; j < b.m; j += kPanel) {
-      const int64_t rows = imin(kPanel, b.m - j);
-      const float* panel;
-      int64_t ld;
-      if (b.wdt == DType::F32) {
-        panel = static_cast<const float*>(b.w) + j * b.ldw;
-        ld = b.ldw;
-      } else {
-        convert_rows<V>(static_cast<const uint8_t*>(b.w) + static_cast<size_t>(j * b.ldw) * es, b.wdt, b.ldw,
-                        rows, b.k, scratch, ldp);
-        panel = scratch;
-        ld = ldp;
-      }
-      // k in L1-sized blocks: the panel slice stays in L1 while every x tile
-      // of the block passes over it.
-      for (int64_t k0 = 0; k0 < b.k; k0 += kKBlock) {
-        const int64_t k1 = imin(b.k, k0 + kKBlock);
-        for (int64_t i = x0; i < x1; i += V::MX) {
-          const int64_t nx = imin(V::MX, x1 - i);
-          const float* x = b.x + i * b.ldx;
-          float* y = b.y + i * b.ldy + j;
-          typename V::R* st = state + ((i - x0) / V::MX) * V::MX * kPanel;
-          if (rows == kPanel) {
-            tile_kblock_nx<V, 4>(nx, x, b.ldx, panel, ld, k0, k1, b.k, st, y, b.ldy);
-          } else {
-            for (int64_t r = 0; r < rows; ++r)
-              tile_kblock_nx<V, 1>(nx, x, b.ldx, panel + r * ld, ld, k0, k1, b.k, st + r * V::MX, y + r,
-                                   b.ldy);
+  const int64_t group = b.wdt == DType::F32 ? b.m : linear_group_rows(b.k);
+  for (int64_t g0 = 0; g0 < b.m; g0 += group) {
+    const int64_t g1 = imin(b.m, g0 + group);
+    if (b.wdt != DType::F32)
+      convert_rows<V>(static_cast<const uint8_t*>(b.w) + static_cast<size_t>(g0 * b.ldw) * es, b.wdt, b.ldw,
+                      g1 - g0, b.k, scratch, ldp);
+    for (int64_t x0 = 0; x0 < b.n; x0 += nb) {
+      const int64_t x1 = imin(b.n, x0 + nb);
+      for (int64_t j = g0; j < g1; j += kPanel) {
+        const int64_t rows = imin(kPanel, g1 - j);
+        const float* panel = b.wdt == DType::F32 ? static_cast<const float*>(b.w) + j * b.ldw
+                                                  : scratch + (j - g0) * ldp;
+        const int64_t ld = b.wdt == DType::F32 ? b.ldw : ldp;
+        // k in L1-sized blocks: the panel slice stays in L1 while every x tile
+        // of the block passes over it.
+        for (int64_t k0 = 0; k0 < b.k; k0 += kKBlock) {
+          const int64_t k1 = imin(b.k, k0 + kKBlock);
+          for (int64_t i = x0; i < x1; i += V::PX) {
+            const int64_t nx = imin(V::PX, x1 - i);
+            const float* x = b.x + i * b.ldx;
+            float* y = b.y + i * b.ldy + j;
+            typename V::R* st = state + ((i - x0) / V::PX) * V::PX * kPanel;
+            if (rows == kPanel) {
+              tile_kblock_nx<V, 4>(nx, x, b.ldx, panel, ld, k0, k1, b.k, st, y, b.ldy);
+            } else {
+              for (int64_t r = 0; r < rows; ++r)
+                tile_kblock_nx<V, 1>(nx, x, b.ldx, panel + r * ld, ld, k0, k1, b.k, st + r * V::PX, y + r,
+                                     b.ldy);
+            }
           }
         }
       }

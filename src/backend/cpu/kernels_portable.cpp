@@ -17,6 +17,7 @@ struct VPortable {
   };
   static constexpr int W = 8;
   static constexpr int MX = 2;
+  static constexpr int PX = 2;
   static constexpr bool kReduce16 = false;
   static void reduce16(const R*, float*) {}
   static constexpr bool kReduce8 = false;

@@ -114,34 +114,39 @@ TEST_P(PerIsa, LinearBulkMatchesReferenceAndIsRowInvariant) {
 // A row's result is the same bits whether it is computed alone, in a small
 // group, in a large batch (the tiled path) or on another thread count.
 TEST_P(PerIsa, LinearIsBatchInvariant) {
-  for (DType t : {DType::F32, DType::BF16, DType::F16}) {
-    const int64_t n = 37, k = 1100, m = 45;  // k spans several k-blocks plus a tail
-    Weights w = make_weights(t, m, k, 11);
-    std::vector<float> x = random_floats(static_cast<size_t>(n * k), 12);
-    std::vector<float> full(static_cast<size_t>(n * m));
-    linear_dense(x.data(), n, k, w.bytes.data(), t, k, m, full.data());
-    for (int64_t start = 0; start < n; start += 5)
-      for (int64_t len : {1, 2, 3, 6, 13}) {
-        if (start + len > n) continue;
-        std::vector<float> part(static_cast<size_t>(len * m));
-        linear_dense(x.data() + start * k, len, k, w.bytes.data(), t, k, m, part.data());
-        ASSERT_EQ(0, std::memcmp(part.data(), full.data() + start * m, part.size() * sizeof(float)))
-            << dtype_name(t) << " rows " << start << "+" << len;
+  // k = 1100 spans several k-blocks plus a tail; k = 20000 makes blocks of a
+  // few x rows and converts 16-bit weights four rows at a time (several
+  // groups per block, the last one partial).
+  for (int64_t k : {int64_t{1100}, int64_t{20000}}) {
+    for (DType t : {DType::F32, DType::BF16, DType::F16}) {
+      const int64_t n = 37, m = 45;
+      Weights w = make_weights(t, m, k, 11);
+      std::vector<float> x = random_floats(static_cast<size_t>(n * k), 12);
+      std::vector<float> full(static_cast<size_t>(n * m));
+      linear_dense(x.data(), n, k, w.bytes.data(), t, k, m, full.data());
+      for (int64_t start = 0; start < n; start += 5)
+        for (int64_t len : {1, 2, 3, 6, 13}) {
+          if (start + len > n) continue;
+          std::vector<float> part(static_cast<size_t>(len * m));
+          linear_dense(x.data() + start * k, len, k, w.bytes.data(), t, k, m, part.data());
+          ASSERT_EQ(0, std::memcmp(part.data(), full.data() + start * m, part.size() * sizeof(float)))
+              << dtype_name(t) << " k " << k << " rows " << start << "+" << len;
+        }
+      // Only some output columns (a weight slice) give the same bits too.
+      std::vector<float> cols(static_cast<size_t>(n * 7));
+      linear_dense(x.data(), n, k, w.bytes.data() + 10 * k * dtype_size(t), t, k, 7, cols.data());
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(
+            0, std::memcmp(&cols[static_cast<size_t>(i * 7)], &full[static_cast<size_t>(i * m + 10)], 7 * 4));
+      for (int threads : {1, 3}) {
+        set_num_threads(threads);
+        std::vector<float> again(full.size());
+        linear_dense(x.data(), n, k, w.bytes.data(), t, k, m, again.data());
+        ASSERT_EQ(0, std::memcmp(again.data(), full.data(), full.size() * sizeof(float)))
+            << threads << " threads";
       }
-    // Only some output columns (a weight slice) give the same bits too.
-    std::vector<float> cols(static_cast<size_t>(n * 7));
-    linear_dense(x.data(), n, k, w.bytes.data() + 10 * k * dtype_size(t), t, k, 7, cols.data());
-    for (int64_t i = 0; i < n; ++i)
-      ASSERT_EQ(
-          0, std::memcmp(&cols[static_cast<size_t>(i * 7)], &full[static_cast<size_t>(i * m + 10)], 7 * 4));
-    for (int threads : {1, 3}) {
-      set_num_threads(threads);
-      std::vector<float> again(full.size());
-      linear_dense(x.data(), n, k, w.bytes.data(), t, k, m, again.data());
-      ASSERT_EQ(0, std::memcmp(again.data(), full.data(), full.size() * sizeof(float)))
-          << threads << " threads";
+      set_num_threads(0);
     }
-    set_num_threads(0);
   }
 }
 

@@ -53,7 +53,8 @@ inline std::vector<float> on_cpu(const Tensor& x, const Tensor& y, const std::ve
     host[i].b.data = ads[i].b.data.to(Device::CPU);
     groups.push_back({&host[i].a, &host[i].b, rows[i]});
   }
-  Tensor out = y.to(Device::CPU).contiguous();
+  // A copy: y may already live on the host, and the update is in place.
+  Tensor out = y.to(Device::CPU).clone();
   cpu::backend()->low_rank_add(out, x.to(Device::CPU), groups);
   return out.to_f32_vector();
 }
@@ -62,7 +63,7 @@ inline std::vector<float> on_gpu(const Tensor& x, const Tensor& y, const std::ve
                           const std::vector<std::vector<int64_t>>& rows) {
   std::vector<LowRankGroup> groups;
   for (size_t i = 0; i < ads.size(); ++i) groups.push_back({&ads[i].a, &ads[i].b, rows[i]});
-  Tensor out = y.to(Device::CUDA).contiguous();
+  Tensor out = y.to(Device::CUDA).clone();
   ops::low_rank_add(out, x.to(Device::CUDA), groups);
   return out.to(Device::CPU).to_f32_vector();
 }

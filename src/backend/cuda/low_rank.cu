@@ -1,8 +1,10 @@
 // Each block takes one (row, adapter) job and a slice of the outputs. It
-// first shrinks its row, t = x · Aᵀ (one warp per rank row, lanes over k),
-// into shared memory, then adds t · B[o]ᵀ to each of its outputs o. Blocks of
-// one row recompute the shrink (rank · k multiply-adds, small next to the
-// expand's reads of B) rather than meet in a second launch.
+// first shrinks its row, t = x · Aᵀ, into shared memory: every thread walks
+// its share of k for 16 rank rows at once (16 independent multiply-add
+// chains), then the block adds the threads' sums. It then adds t · B[o]ᵀ to
+// each of its outputs o. Blocks of one row recompute the shrink (rank · k
+// multiply-adds, small next to the expand's reads of B) rather than meet in a
+// second launch.
 #include "backend/cuda/low_rank.h"
 
 #include <cuda_bf16.h>
@@ -17,6 +19,8 @@ namespace ingot::cuda {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kRankChunk = 16;  // rank rows per pass over k
 constexpr int kMaxSlices = 16;  // output slices (blocks) per job
 
 __device__ inline float value(float v) { return v; }
@@ -27,20 +31,38 @@ template <typename T>
 __global__ void low_rank_add_kernel(LowRankJobs jobs, const float* __restrict__ x, float* __restrict__ y, int64_t k,
                                     int64_t m) {
   __shared__ float t[kLowRankMaxRank];
+  __shared__ float part[kWarps][kRankChunk];
   const int job = blockIdx.x;
   const int64_t row = jobs.row[job];
   const LowRankAdapter g = jobs.adapter[jobs.adapter_of[job]];
   const float* xr = x + row * k;
   const T* a = static_cast<const T*>(g.a);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
-  for (int j = warp; j < g.rank; j += warps) {
-    const T* aj = a + static_cast<int64_t>(j) * k;
-    float s = 0.0f;
-    for (int64_t i = lane; i < k; i += 32) s = fmaf(xr[i], value(aj[i]), s);
-    for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
-    if (lane == 0) t[j] = s;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int j0 = 0; j0 < g.rank; j0 += kRankChunk) {
+    const int nj = min(kRankChunk, g.rank - j0);
+    float s[kRankChunk];
+#pragma unroll
+    for (int jj = 0; jj < kRankChunk; ++jj) s[jj] = 0.0f;
+    for (int64_t i = threadIdx.x; i < k; i += kThreads) {
+      const float xv = xr[i];
+#pragma unroll
+      for (int jj = 0; jj < kRankChunk; ++jj)
+        if (jj < nj) s[jj] = fmaf(xv, value(a[static_cast<int64_t>(j0 + jj) * k + i]), s[jj]);
+    }
+#pragma unroll
+    for (int jj = 0; jj < kRankChunk; ++jj) {
+      float v = s[jj];
+      for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+      if (lane == 0) part[warp][jj] = v;
+    }
+    __syncthreads();
+    if (threadIdx.x < nj) {
+      float v = 0.0f;
+      for (int w = 0; w < kWarps; ++w) v += part[w][threadIdx.x];
+      t[j0 + threadIdx.x] = v;
+    }
+    __syncthreads();
   }
-  __syncthreads();
   const T* b = static_cast<const T*>(g.b);
   float* yr = y + row * m;
   const int64_t stride = static_cast<int64_t>(gridDim.y) * blockDim.x;

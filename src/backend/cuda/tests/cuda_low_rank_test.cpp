@@ -29,7 +29,9 @@ TEST_F(CudaLowRank, AdapterGroupsEqualTheCpu) {
 }
 
 // A row's update does not depend on the rows beside it; a prefill-sized batch
-// takes the composed path and still equals the CPU.
+// takes the composed path and still equals the CPU, within the rounding of its
+// cuBLAS products (x and the shrink go in as the adapter's bf16: 8.6e-4 on the
+// H100).
 TEST_F(CudaLowRank, RowsAloneAndPrefillBatches) {
   std::vector<Adapter> ads = {adapter(16, kK, kM, DType::BF16, 31, Device::CUDA)};
   const Tensor x = randn({8, kK}, 32), y = randn({8, kM}, 33);
@@ -39,5 +41,5 @@ TEST_F(CudaLowRank, RowsAloneAndPrefillBatches) {
     for (int64_t o = 0; o < kM; ++o) ASSERT_EQ(alone[o], batch[r * kM + o]) << r;
   }
   const Tensor xp = randn({100, kK}, 34), yp = randn({100, kM}, 35);
-  EXPECT_LT(rel(on_gpu(xp, yp, ads, {{}}), on_cpu(xp, yp, ads, {{}})), 1e-5);
+  EXPECT_LT(rel(on_gpu(xp, yp, ads, {{}}), on_cpu(xp, yp, ads, {{}})), 4e-3);
 }

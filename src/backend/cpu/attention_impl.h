@@ -154,7 +154,10 @@ inline void attn_accumulate(const AttnFold& f, int64_t g0, int64_t c0, const int
   for (int64_t x = xl; x <= xh; ++x) {
     const float* vr = vbase + (x - f.x0) * f.v_ld;
     R vv[NV];
-    for (int j = 0; j < NV; ++j) vv[j] = V::load(vr + j * V::W);
+    for (int j = 0; j < NV; ++j) {
+      vv[j] = V::load(vr + j * V::W);
+      if constexpr (GB > 1) V::pin(vv[j]);
+    }
     for (int gi = 0; gi < GB; ++gi) {
       if (!kFull && (x < lo[g0 + gi] || x > hi[g0 + gi])) continue;
       const R pv = V::set1(f.scores[(g0 + gi) * kAttnTile + x]);

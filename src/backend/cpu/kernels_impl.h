@@ -6,7 +6,8 @@
 // V provides: R (register), W (lanes), MX (x rows per streaming tile), PX
 // (x rows per panel tile, many-row products), zero, load,
 // load_bf16, load_f16, fma(a, b, c) = a * b + c, add, sub, mul, div, set1,
-// store, exp (vector e^x), reduce (a fixed tree), prefetch, and kReduce16 /
+// store, exp (vector e^x), reduce (a fixed tree), prefetch, pin (keep a value
+// in a register), and kReduce16 /
 // reduce16 (16 registers to 16 sums, each in exactly reduce()'s order).
 //
 // The dot-product order is the invariant that makes batching safe: lane l of

@@ -84,6 +84,7 @@ struct VPortable {
     return s2[0] + s2[1];
   }
   static void prefetch(const void* p) { __builtin_prefetch(p); }
+  static void pin(R&) {}
 };
 
 #include "backend/cpu/kernels_impl.h"

@@ -77,7 +77,7 @@ struct KernelTable {
   int attn_block_vectors;
 };
 
-// Weight rows converted to f32 per panel when many x rows reuse them.
+// Weight rows per unit of the dense linear's thread split (kernels.cpp).
 constexpr int64_t kMaxPanelRows = 8;
 // 16-bit weight rows converted to f32 at once by linear_block: about 256 KiB,
 // so the group and a block of x rows share L2; whole 4-row panels.

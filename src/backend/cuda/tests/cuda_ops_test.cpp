@@ -8,32 +8,16 @@
 #include <tuple>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/tests/test_util.h"
 #include "backend/cuda/tuning.h"
 #include "ops/ops.h"
 #include "util/error.h"
 
 using namespace ingot;
+using ingot::cuda_test::randn;
+using ingot::cuda_test::rel;
 
 namespace {
-
-Tensor randn(const Shape& s, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> nd(0.0f, scale);
-  std::vector<float> v(static_cast<size_t>(s.numel()));
-  for (float& x : v) x = nd(g);
-  return Tensor::from_f32(v, s);
-}
-
-double rel(const Tensor& a, const Tensor& b) {
-  auto x = a.to_f32_vector(), y = b.to_f32_vector();
-  EXPECT_EQ(x.size(), y.size());
-  double num = 0, den = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    num += (x[i] - y[i]) * double(x[i] - y[i]);
-    den += double(y[i]) * y[i];
-  }
-  return std::sqrt(num / (den + 1e-30));
-}
 
 Tensor gpu(const Tensor& t) { return t.to(Device::CUDA); }
 

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/tests/test_util.h"
 #include "backend/cuda/tuning.h"
 #include "ops/ops.h"
 #include "quant/quant.h"
@@ -35,6 +36,8 @@
 #include "util/error.h"
 
 using namespace ingot;
+using ingot::cuda_test::randn;
+using ingot::cuda_test::rel;
 using ingot::quant::testing::random_affine;
 using ingot::quant::testing::random_blocks;
 
@@ -46,24 +49,6 @@ Weight to_gpu(const Weight& w) {
   if (w.scales.defined()) g.scales = w.scales.to(Device::CUDA);
   if (w.biases.defined()) g.biases = w.biases.to(Device::CUDA);
   return g;
-}
-
-Tensor randn(const Shape& s, uint32_t seed) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(s.numel()));
-  for (float& x : v) x = nd(g);
-  return Tensor::from_f32(v, s);
-}
-
-double rel(const std::vector<float>& a, const std::vector<float>& ref) {
-  EXPECT_EQ(a.size(), ref.size());
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size() && i < ref.size(); ++i) {
-    num += (static_cast<double>(a[i]) - ref[i]) * (static_cast<double>(a[i]) - ref[i]);
-    den += static_cast<double>(ref[i]) * ref[i];
-  }
-  return std::sqrt(num / (den + 1e-30));
 }
 
 std::vector<float> reference(const Tensor& x, const Weight& w) {

@@ -3,32 +3,16 @@
 #pragma once
 #include <gtest/gtest.h>
 
-#include <cmath>
-#include <random>
-
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/low_rank.h"
+#include "backend/cuda/tests/test_util.h"
 #include "ops/ops.h"
 
 namespace ingot::low_rank_test {
 
-inline Tensor randn(const Shape& s, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 g(seed);
-  std::normal_distribution<float> nd(0.0f, scale);
-  std::vector<float> v(static_cast<size_t>(s.numel()));
-  for (float& x : v) x = nd(g);
-  return Tensor::from_f32(v, s);
-}
-
-inline double rel(const std::vector<float>& x, const std::vector<float>& y) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    num += (x[i] - y[i]) * double(x[i] - y[i]);
-    den += double(y[i]) * y[i];
-  }
-  return std::sqrt(num / (den + 1e-30));
-}
+using cuda_test::randn;
+using cuda_test::rel;
 
 struct Adapter {
   Weight a, b;

@@ -12,6 +12,7 @@ import argparse
 import json
 import pathlib
 import re
+import shlex
 import socket
 import statistics
 import subprocess
@@ -88,7 +89,8 @@ def count_tokens(url, system):
 
 def lines_for(args, n):
     """Lines of facts that make a prompt of about n tokens (the model's tokenizer counts)."""
-    s = Serve(args.ingot, args.model, tempfile.mkdtemp(prefix="ingot-pc-count-"), 1024, ["--no-disk-cache"])
+    s = Serve(args.ingot, args.model, tempfile.mkdtemp(prefix="ingot-pc-count-"), 1024,
+              ["--no-disk-cache", *shlex.split(args.serve_args)])
     try:
         base, lines = count_tokens(s.url, system_text(0)), n // 16
         for _ in range(3):  # later lines have longer numbers: refine at the size itself
@@ -107,7 +109,7 @@ def run_size(args, n):
     ctx = n + 192  # the prompt, one answer token and slack for the count's estimate
     cache = tempfile.mkdtemp(prefix="ingot-pc-bench-")
     b = body(system_text(lines_for(args, n)))
-    s = Serve(args.ingot, args.model, cache, ctx)
+    s = Serve(args.ingot, args.model, cache, ctx, shlex.split(args.serve_args))
     cold, out = s.post(b)
     prompt = out["usage"]["prompt_tokens"]
     ram = []
@@ -122,7 +124,7 @@ def run_size(args, n):
     disk, restore_ms, disk_cached = [], [], 0
     snap = max(pathlib.Path(cache).glob("*/*.ikv"), key=lambda p: p.stat().st_size)
     for _ in range(args.repeats):
-        s = Serve(args.ingot, args.model, cache, ctx)
+        s = Serve(args.ingot, args.model, cache, ctx, shlex.split(args.serve_args))
         t, o = s.post(b)
         s.stop()
         disk.append(t)
@@ -153,6 +155,7 @@ def main():
     ap.add_argument("--model", required=True)
     ap.add_argument("--tokens", default="2048,8192")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--serve-args", default="", help='more `ingot serve` arguments, e.g. "--device cuda"')
     args = ap.parse_args()
     print("| prompt tokens | cold TTFT s | RAM hit s (cached) | disk hit after restart s (cached) | cold/disk "
           "| snapshot MB | restore ms | restore GB/s | dd GB/s |")

@@ -34,7 +34,6 @@ namespace {
 std::string disk_tier_refusal(const std::vector<kv::LayerSpec>& layout, const kv::Pool* pool, bool prefix_cache) {
   if (!prefix_cache) return "the prefix cache is off";
   if (!pool) return "it needs a paged KV cache (--kv paged, kv8 or kv4)";
-  if (pool->device() != Device::CPU) return "snapshots of device KV pools are not supported yet";
   // A window layer keeps only its last rows, which a fork of a shorter prefix
   // cannot trim back to. (Recurrent layers are fine: their prefixes are
   // published and found at exactly their length, never trimmed.)

@@ -233,9 +233,9 @@ void PagedLayerCache::adopt(std::vector<int32_t> table, int64_t tokens, const fl
   if (open_k && open_v) {
     const int64_t bs = lp_->block_size();
     INGOT_CHECK(keeps_open_block() && tokens % bs != 0, "exact open-block rows for a store that keeps none");
-    INGOT_CHECK(lp_->device() == Device::CPU, "exact open-block rows from host memory into a device pool");
-    std::memcpy(open_k_.data<float>(), open_k, open_floats(false) * sizeof(float));
-    std::memcpy(open_v_.data<float>(), open_v, open_floats(true) * sizeof(float));
+    const Device d = lp_->device();
+    device_copy(open_k_.raw(), d, open_k, d, open_floats(false) * sizeof(float));
+    device_copy(open_v_.raw(), d, open_v, d, open_floats(true) * sizeof(float));
     open_block_ = tokens / bs;
   }
 }

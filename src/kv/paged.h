@@ -44,7 +44,8 @@ class PagedLayerCache final : public LayerCache {
   const std::shared_ptr<Pool>& pool() const { return pool_; }
   // Takes ownership of one reference to each block of `table` (a restored
   // snapshot) holding `tokens` tokens; `open_k`/`open_v` (or null) are the
-  // exact rows of the open last block, laid out as open_rows().
+  // exact rows of the open last block, laid out as open_rows(), in the
+  // pool's device memory.
   void adopt(std::vector<int32_t> table, int64_t tokens, const float* open_k = nullptr,
              const float* open_v = nullptr);
 

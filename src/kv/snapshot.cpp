@@ -16,6 +16,7 @@
 
 #include <xxhash.h>
 
+#include "backend/cpu/thread_pool.h"
 #include "kv/linear_state.h"
 #include "kv/paged.h"
 #include "kv/rotating.h"
@@ -27,10 +28,14 @@ namespace {
 
 // The last byte is the format version. 2: KV4 rows are stored rotated, and a
 // paged layer may carry its open block's exact rows (docs/kv-cache.md).
-constexpr char kMagic[8] = {'I', 'N', 'G', 'O', 'T', 'K', 'V', '2'};
+// 3: the payload hash is over the hashes of its chunks (restores check chunks
+// in parallel).
+constexpr char kMagic[8] = {'I', 'N', 'G', 'O', 'T', 'K', 'V', '3'};
 constexpr size_t kPage = 4096;
 constexpr size_t kFixed = 8 + 8 + 8 + 8 + 8;  // magic, json length, header hash, payload hash, payload bytes
 constexpr int kMaxIov = 64;                   // iovecs per pwritev batch
+constexpr size_t kHashChunk = 8u << 20;       // payload bytes per chunk hash
+constexpr size_t kStageBytes = 16u << 20;     // pinned staging for device pools
 
 size_t page_up(size_t v) { return (v + kPage - 1) / kPage * kPage; }
 
@@ -65,9 +70,50 @@ std::vector<LayerView> snapshot_layers(const SequenceCache& seq_in, const Pool**
     v.push_back(lv);
   }
   if (!*pool) fail(ErrorKind::Unsupported, "snapshots need at least one paged layer");
-  if ((*pool)->device() != Device::CPU)
-    fail(ErrorKind::Unsupported, "KV snapshots of a ", device_name((*pool)->device()), " pool are not supported yet");
   return v;
+}
+
+// The payload hash: XXH3-64 of each kHashChunk bytes, then XXH3-64 over those
+// hashes, so a restore can check the chunks on every core.
+class ChunkHasher {
+ public:
+  ChunkHasher() { XXH3_64bits_reset(st_.get()); }
+  void update(const void* p, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    while (n) {
+      const size_t take = std::min(n, kHashChunk - in_chunk_);
+      XXH3_64bits_update(st_.get(), b, take);
+      b += take;
+      n -= take;
+      in_chunk_ += take;
+      if (in_chunk_ == kHashChunk) close_chunk();
+    }
+  }
+  uint64_t digest() {
+    if (in_chunk_) close_chunk();
+    return XXH3_64bits(chunks_.data(), chunks_.size() * sizeof(uint64_t));
+  }
+
+ private:
+  void close_chunk() {
+    chunks_.push_back(XXH3_64bits_digest(st_.get()));
+    XXH3_64bits_reset(st_.get());
+    in_chunk_ = 0;
+  }
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> st_{XXH3_createState(), &XXH3_freeState};
+  std::vector<uint64_t> chunks_;
+  size_t in_chunk_ = 0;
+};
+
+// ChunkHasher's digest of `n` bytes in memory, its chunks hashed in parallel.
+uint64_t payload_digest(const void* mem, size_t n) {
+  const size_t chunks = (n + kHashChunk - 1) / kHashChunk;
+  std::vector<uint64_t> h(chunks);
+  cpu::pool().run(static_cast<int64_t>(chunks), [&](int64_t c) {
+    const size_t at = static_cast<size_t>(c) * kHashChunk;
+    h[static_cast<size_t>(c)] = XXH3_64bits(static_cast<const uint8_t*>(mem) + at, std::min(kHashChunk, n - at));
+  });
+  return XXH3_64bits(h.data(), h.size() * sizeof(uint64_t));
 }
 
 // Bytes of a rotating layer's kept rows in one plane.
@@ -123,6 +169,68 @@ void write_all(int fd, std::vector<iovec>& iov, uint64_t& at, const SnapshotWrit
     if (hooks.progress) hooks.progress(at);
   }
 }
+
+// Streams the payload to the file at `at`, hashing it on the way. Host
+// memory is written straight from where it lives (pwritev); device memory is
+// gathered into a pinned staging buffer first, off the engine's stream.
+class PayloadWriter {
+ public:
+  PayloadWriter(int fd, uint64_t at, Device device, const SnapshotWriteHooks& hooks, const std::string& path)
+      : fd_(fd), at_(at), device_(device), hooks_(hooks), path_(path) {
+    if (device_ != Device::CPU) stage_ = allocate_pinned_host(kStageBytes);
+  }
+  // `n` bytes at `p`, in memory of the pool's device (`on_device`) or the host.
+  void add(const void* p, size_t n, bool on_device) {
+    payload_ += n;
+    if (!on_device || device_ == Device::CPU) {
+      if (n) iov_.push_back({const_cast<void*>(p), n});
+      if (iov_.size() >= kMaxIov) flush();
+      return;
+    }
+    const auto* b = static_cast<const uint8_t*>(p);
+    while (n) {
+      if (staged_ == kStageBytes || iov_.size() >= kMaxIov) flush();
+      const size_t take = std::min(n, kStageBytes - staged_);
+      gather_src_.push_back(b);
+      gather_len_.push_back(take);
+      iov_.push_back({static_cast<uint8_t*>(stage_->data()) + staged_, take});
+      staged_ += take;
+      b += take;
+      n -= take;
+    }
+  }
+  void pad_page() {
+    static const std::vector<uint8_t> zeros(kPage, 0);
+    add(zeros.data(), page_up(payload_) - payload_, false);
+  }
+  void flush() {
+    if (!gather_src_.empty())
+      device_gather_to_host(stage_->data(), gather_src_.data(), gather_len_.data(), gather_src_.size(), device_);
+    for (const iovec& v : iov_) hasher_.update(v.iov_base, v.iov_len);
+    write_all(fd_, iov_, at_, hooks_, path_);
+    iov_.clear();
+    gather_src_.clear();
+    gather_len_.clear();
+    staged_ = 0;
+  }
+  uint64_t bytes() const { return payload_; }
+  uint64_t end() const { return at_; }
+  uint64_t digest() { return hasher_.digest(); }
+
+ private:
+  int fd_;
+  uint64_t at_;
+  Device device_;
+  const SnapshotWriteHooks& hooks_;
+  const std::string& path_;
+  std::shared_ptr<Storage> stage_;
+  size_t staged_ = 0;
+  std::vector<const void*> gather_src_;
+  std::vector<size_t> gather_len_;
+  std::vector<iovec> iov_;
+  ChunkHasher hasher_;
+  uint64_t payload_ = 0;
+};
 
 void read_exact(int fd, void* dst, size_t n, uint64_t at, const std::string& path) {
   auto* p = static_cast<uint8_t*>(dst);
@@ -193,6 +301,41 @@ SnapshotKey key_of(const nlohmann::json& m) {
   return {m.at("model").get<std::string>(), m.at("tokenizer").get<std::string>(), m.at("scheme").get<std::string>()};
 }
 
+// A host pool's restore: the payload is page-aligned in the file and laid out
+// as slabs, so a private file mapping is the restored memory: page-cache pages,
+// no copy and no fresh zeroed pages (which cost more than the read itself).
+// Blocks are published, so they are only written after being freed and
+// reused: those pages copy on write and the file never changes. Not
+// MAP_POPULATE: write-populating a private map would copy every page. The
+// checksum pass faults the pages in, one chunk per core. Reading into
+// anonymous memory is the fallback.
+std::shared_ptr<Storage> map_payload(int fd, const Header& h, size_t at, const std::string& path) {
+  const size_t map_bytes = std::max<size_t>(at, 1);
+  void* mem = ::mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, static_cast<off_t>(h.payload_offset));
+  if (mem == MAP_FAILED) {
+    mem = ::mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) fail(ErrorKind::ResourceExhausted, "cannot allocate ", at, " bytes to restore ", path);
+    try {
+      read_exact(fd, mem, at, h.payload_offset, path);
+    } catch (...) {
+      ::munmap(mem, map_bytes);
+      throw;
+    }
+  }
+  auto storage = Storage::adopt(mem, at, Device::CPU, [map_bytes](void* p) { ::munmap(p, map_bytes); });
+  if (payload_digest(mem, at) != h.payload_hash) fail(ErrorKind::BadFormat, "snapshot ", path, " payload checksum mismatch");
+  return storage;
+}
+
+// A device pool's restore: the checked mapping is uploaded into one new
+// device buffer that the pool adopts as its slabs; the mapping goes after.
+std::shared_ptr<Storage> upload_payload(int fd, const Header& h, size_t at, Device device, const std::string& path) {
+  const std::shared_ptr<Storage> mapped = map_payload(fd, h, at, path);
+  std::shared_ptr<Storage> dst = allocate_storage(std::max<size_t>(at, 1), device);
+  device_copy(dst->data(), device, mapped->data(), Device::CPU, at);
+  return dst;
+}
+
 }  // namespace
 
 uint64_t write_snapshot(const std::string& path, const SequenceCache& seq, const std::vector<int32_t>& tokens,
@@ -215,58 +358,61 @@ uint64_t write_snapshot(const std::string& path, const SequenceCache& seq, const
            "length (", l.lin->tokens(), " tokens, not ", n_tokens, ")");
   }
 
-  // Payload iovecs straight over the block memory, with the checksum on the way.
-  static const std::vector<uint8_t> zeros(kPage, 0);
-  std::vector<iovec> body;
-  uint64_t payload = 0;
-  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> hs(XXH3_createState(), &XXH3_freeState);
-  XXH3_64bits_reset(hs.get());
-  auto add = [&](const void* p, size_t n) {
-    if (!n) return;
-    body.push_back({const_cast<void*>(p), n});
-    XXH3_64bits_update(hs.get(), p, n);
-    payload += n;
+  // What the payload holds, in file order: memory ranges (host or the pool's
+  // device) and page pads. Block addresses are read under the pool mutex (the
+  // engine thread may grow the pool); the memory itself never moves.
+  struct Piece {
+    const void* p = nullptr;  // nullptr: pad to the next page
+    size_t n = 0;
+    bool on_device = false;
   };
-  auto pad_page = [&] { add(zeros.data(), page_up(payload) - payload); };
+  std::vector<Piece> plan;
+  std::vector<Tensor> held;  // rotating layers' fetched rows
+  auto add = [&](const void* p, size_t n, bool dev) { plan.push_back({p, n, dev}); };
+  auto add_tensor = [&](const Tensor& t) {
+    INGOT_CHECK(t.is_contiguous(), "snapshot of a strided tensor");
+    add(t.raw(), t.nbytes(), t.device() != Device::CPU);
+    plan.push_back({});
+  };
+  const bool dev = pool.device() != Device::CPU;
   std::vector<int64_t> kept;
   for (const auto& l : layers) {
-    if (l.lin) {  // the state tensors' own memory: contiguous float32 on the CPU
+    if (l.lin) {  // the state tensors' own memory: contiguous float32
       const Tensor& conv = l.lin->conv_state();
       const Tensor& ssm = l.lin->ssm_state();
-      INGOT_CHECK(conv.device() == Device::CPU && conv.dtype() == DType::F32 && conv.is_contiguous() &&
-                      ssm.device() == Device::CPU && ssm.dtype() == DType::F32 && ssm.is_contiguous(),
-                  "linear state to snapshot must be contiguous float32 host tensors");
+      INGOT_CHECK(conv.dtype() == DType::F32 && ssm.dtype() == DType::F32, "linear state to snapshot must be float32");
       kept.push_back(n_tokens);
-      add(conv.raw(), conv.nbytes());
-      pad_page();
-      add(ssm.raw(), ssm.nbytes());
-      pad_page();
+      add_tensor(conv);
+      add_tensor(ssm);
       continue;
     }
     if (l.rot) {
       int64_t first = 0;
       auto [k, v] = l.rot->fetch(&first);
       kept.push_back(l.rot->length() - first);
-      add(k.raw(), k.nbytes());
-      pad_page();
-      add(v.raw(), v.nbytes());
-      pad_page();
+      held.push_back(k.contiguous());
+      held.push_back(v.contiguous());
+      add_tensor(held[held.size() - 2]);
+      add_tensor(held.back());
       continue;
     }
     // 1 when the prefix ends inside the open block whose exact rows the layer holds.
     const bool open = n_tokens % bs != 0 && l.paged->open_block() == n_blocks - 1;
     kept.push_back(open ? 1 : 0);
     const LayerPool& lp = l.paged->layer_pool();
-    std::lock_guard<std::mutex> lk(lp.mutex());  // block addresses, read off the engine thread
-    for (int r = 0; r < 4; ++r) {
-      const size_t bb = lp.region_block_bytes(r);
-      for (int64_t b = 0; b < n_blocks && bb; ++b) add(lp.region(r, l.paged->block_table()[static_cast<size_t>(b)]), bb);
-      pad_page();
+    {
+      std::lock_guard<std::mutex> lk(lp.mutex());
+      for (int r = 0; r < 4; ++r) {
+        const size_t bb = lp.region_block_bytes(r);
+        for (int64_t b = 0; b < n_blocks && bb; ++b)
+          add(lp.region(r, l.paged->block_table()[static_cast<size_t>(b)]), bb, dev);
+        plan.push_back({});
+      }
     }
     if (open)
       for (bool v : {false, true}) {
-        add(l.paged->open_rows(v), l.paged->open_floats(v) * sizeof(float));
-        pad_page();
+        add(l.paged->open_rows(v), l.paged->open_floats(v) * sizeof(float), dev);
+        plan.push_back({});
       }
   }
   nlohmann::json meta = {{"model", key.model},   {"tokenizer", key.tokenizer}, {"scheme", key.scheme},
@@ -274,15 +420,6 @@ uint64_t write_snapshot(const std::string& path, const SequenceCache& seq, const
                          {"kept", kept}};
   const std::string js = meta.dump();
   std::vector<uint8_t> head(page_up(kFixed + js.size()), 0);
-  std::memcpy(head.data(), kMagic, 8);
-  const uint64_t jl = js.size();
-  std::memcpy(head.data() + 8, &jl, 8);
-  const uint64_t phash = XXH3_64bits_digest(hs.get());
-  std::memcpy(head.data() + 24, &phash, 8);
-  std::memcpy(head.data() + 32, &payload, 8);
-  std::memcpy(head.data() + kFixed, js.data(), js.size());
-  const uint64_t hh = header_hash_of(head.data(), js);
-  std::memcpy(head.data() + 16, &hh, 8);
 
   namespace fs = std::filesystem;
   static std::atomic<uint64_t> counter{0};
@@ -293,17 +430,32 @@ uint64_t write_snapshot(const std::string& path, const SequenceCache& seq, const
   try {
     Fd f{::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644)};
     if (f.fd < 0) fail(ErrorKind::Io, "cannot create snapshot ", tmp, ": ", std::strerror(errno));
-    std::vector<iovec> all;
-    all.push_back({head.data(), head.size()});
-    all.insert(all.end(), body.begin(), body.end());
+    // The payload first (its hash goes into the header), then the header page.
+    PayloadWriter body(f.fd, head.size(), pool.device(), hooks, tmp);
+    for (const Piece& pc : plan) {
+      if (pc.p)
+        body.add(pc.p, pc.n, pc.on_device);
+      else
+        body.pad_page();
+    }
+    body.flush();
+    std::memcpy(head.data(), kMagic, 8);
+    const uint64_t jl = js.size(), payload = body.bytes(), phash = body.digest();
+    std::memcpy(head.data() + 8, &jl, 8);
+    std::memcpy(head.data() + 24, &phash, 8);
+    std::memcpy(head.data() + 32, &payload, 8);
+    std::memcpy(head.data() + kFixed, js.data(), js.size());
+    const uint64_t hh = header_hash_of(head.data(), js);
+    std::memcpy(head.data() + 16, &hh, 8);
+    std::vector<iovec> h{{head.data(), head.size()}};
     uint64_t at = 0;
-    write_all(f.fd, all, at, hooks, tmp);
+    write_all(f.fd, h, at, hooks, tmp);
     if (::fsync(f.fd) != 0) fail(ErrorKind::Io, "fsync of snapshot ", tmp, ": ", std::strerror(errno));
     if (::rename(tmp.c_str(), path.c_str()) != 0)
       fail(ErrorKind::Io, "rename of snapshot to ", path, ": ", std::strerror(errno));
     Fd d{::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
     if (d.fd >= 0) ::fsync(d.fd);
-    return at;
+    return body.end();
   } catch (...) {
     ::unlink(tmp.c_str());
     throw;
@@ -327,8 +479,6 @@ SnapshotInfo read_snapshot_info(const std::string& path) {
 
 std::unique_ptr<SequenceCache> restore_snapshot(const std::string& path, Pool& pool, const SnapshotKey& key,
                                                 std::vector<int32_t>* tokens_out) {
-  if (pool.device() != Device::CPU)
-    fail(ErrorKind::Unsupported, "KV snapshots of a ", device_name(pool.device()), " pool are not supported yet");
   Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   if (f.fd < 0) fail(ErrorKind::NotFound, "cannot open snapshot ", path, ": ", std::strerror(errno));
   Header h = read_header(f.fd, path);
@@ -400,29 +550,9 @@ std::unique_ptr<SequenceCache> restore_snapshot(const std::string& path, Pool& p
   }
   if (at != h.payload_bytes) fail(ErrorKind::BadFormat, "snapshot ", path, " payload size does not match its header");
 
-  // One page-aligned buffer; the pool adopts it as slabs after the checksum holds.
-  // The payload is page-aligned in the file and laid out as slabs, so a private
-  // file mapping is the restored memory: page-cache pages, no copy and no fresh
-  // zeroed pages (which cost more than the read itself). Blocks are published,
-  // so they are only written after being freed and reused: those pages copy on
-  // write and the file never changes. Reading into anonymous memory is the fallback.
-  const size_t map_bytes = std::max<size_t>(at, 1);
-  // Not MAP_POPULATE: write-populating a private map would copy every page.
-  void* mem = ::mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE, f.fd,
-                     static_cast<off_t>(h.payload_offset));
-  if (mem == MAP_FAILED) {
-    mem = ::mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (mem == MAP_FAILED) fail(ErrorKind::ResourceExhausted, "cannot allocate ", at, " bytes to restore ", path);
-    try {
-      read_exact(f.fd, mem, at, h.payload_offset, path);
-    } catch (...) {
-      ::munmap(mem, map_bytes);
-      throw;
-    }
-  }
-  auto storage = Storage::adopt(mem, at, Device::CPU, [map_bytes](void* p) { ::munmap(p, map_bytes); });
-  if (XXH3_64bits(mem, at) != h.payload_hash) fail(ErrorKind::BadFormat, "snapshot ", path, " payload checksum mismatch");
-
+  const std::shared_ptr<Storage> storage =
+      pool.device() == Device::CPU ? map_payload(f.fd, h, at, path) : upload_payload(f.fd, h, at, pool.device(), path);
+  const auto* mem = static_cast<const uint8_t*>(storage->data());
   auto seq = pool.new_sequence();
   for (int i = 0; i < pool.num_layers(); ++i) {
     LayerPool* lp = pool.layer(i);
@@ -448,13 +578,12 @@ std::unique_ptr<SequenceCache> restore_snapshot(const std::string& path, Pool& p
     const int32_t base = lp->adopt_slab(storage, off, n_blocks);
     std::vector<int32_t> table(static_cast<size_t>(n_blocks));
     for (int64_t b = 0; b < n_blocks; ++b) table[static_cast<size_t>(b)] = base + static_cast<int32_t>(b);
-    const auto* mem8 = static_cast<const uint8_t*>(mem);
     const bool open = kept[static_cast<size_t>(i)] == 1;
     const auto& oo = open_off[static_cast<size_t>(i)];
     dynamic_cast<PagedLayerCache&>(seq->layer(i))
         .adopt(std::move(table), static_cast<int64_t>(tokens.size()),
-               open ? reinterpret_cast<const float*>(mem8 + oo[0]) : nullptr,
-               open ? reinterpret_cast<const float*>(mem8 + oo[1]) : nullptr);
+               open ? reinterpret_cast<const float*>(mem + oo[0]) : nullptr,
+               open ? reinterpret_cast<const float*>(mem + oo[1]) : nullptr);
   }
   if (tokens_out) *tokens_out = std::move(tokens);
   return seq;

@@ -9,9 +9,13 @@
 // sliding-window (rotating) layer its kept K and V rows; each region padded
 // to 4 KiB. The magic's last byte is the format version (now 2); other
 // versions are refused with a clear error. That is exactly a pool slab's layout,
-// so a restore reads the payload into one page-aligned buffer and the pool
-// adopts it as a slab: no copy after the read. A write gathers the pool's
-// blocks with pwritev straight from their memory: no staging copy.
+// so a restore maps the payload and the pool adopts the mapping as a slab: no
+// copy. The payload hash is XXH3-64 over the XXH3-64s of its 8 MiB chunks, so
+// a restore checks the chunks on every core. A write gathers a host pool's
+// blocks with pwritev straight from their memory (no staging copy); a device
+// pool's blocks are downloaded into pinned staging beside the engine's stream.
+// A device pool restores by checking the mapping the same way and uploading
+// it into one new device buffer, which the pool adopts as its slabs.
 //
 // Writes are atomic: a temp file in the same directory, fsync, rename, fsync
 // of the directory. Any mismatch (model, tokenizer, scheme, block size,
@@ -44,7 +48,8 @@ struct SnapshotInfo {
 };
 
 struct SnapshotWriteHooks {
-  // Called after each write batch with the bytes written so far (tests).
+  // Called after each write batch with the file offset reached (tests). The
+  // payload goes first, the header page last.
   std::function<void(uint64_t)> progress;
 };
 

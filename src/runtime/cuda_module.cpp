@@ -10,7 +10,7 @@ namespace ingot::runtime {
 namespace {
 
 constexpr const char* kModuleName = "libingot_cuda.so";
-constexpr int kAbi = 2;  // src/runtime/cuda_module_entry.cpp
+constexpr int kAbi = 3;  // src/runtime/cuda_module_entry.cpp
 
 void* open_module(std::string& error) {
   std::error_code ec;

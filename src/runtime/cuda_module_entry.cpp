@@ -11,7 +11,7 @@
 extern "C" {
 
 // Bumped whenever these entry points or runtime::DevicePlugin change.
-__attribute__((visibility("default"))) int ingot_cuda_module_abi() { return 2; }
+__attribute__((visibility("default"))) int ingot_cuda_module_abi() { return 3; }
 __attribute__((visibility("default"))) bool ingot_cuda_module_available() {
   return ingot::cuda::available();
 }

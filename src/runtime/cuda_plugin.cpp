@@ -14,6 +14,8 @@ DevicePlugin cuda_plugin() {
   p.allocate = &cuda::allocate;
   p.copy = &cuda::copy;
   p.strided_copy = &cuda::strided_copy;
+  p.pinned_host = &cuda::allocate_pinned_host;
+  p.gather = &cuda::gather_to_host;
   p.sample_rows = &cuda::sample_rows_cuda;
   p.paged = kv::paged_cuda_kernels();
   p.rows = kv::rows_cuda_kernel();

@@ -18,6 +18,8 @@ struct DevicePlugin {
   DeviceAllocator allocate = nullptr;               // device memory; the host needs none
   DeviceCopyFn copy = nullptr;                      // copies that touch device memory
   DeviceStridedCopyFn strided_copy = nullptr;       // strided copies inside the device
+  PinnedHostAllocator pinned_host = nullptr;        // page-locked host staging
+  DeviceGatherFn gather = nullptr;                  // downloads beside the engine's stream
   RowSamplerFn sample_rows = nullptr;               // else the host twin samples
   kv::PagedKernels paged;                           // paged-pool kernels; unset: none
   kv::RowsStepFn rows = nullptr;                    // batched decode rows; else per sequence

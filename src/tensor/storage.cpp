@@ -86,6 +86,16 @@ std::shared_ptr<Storage> allocate_storage(size_t bytes, Device d) {
   return a(bytes);
 }
 
+namespace {
+PinnedHostAllocator g_pinned_alloc = nullptr;
+}  // namespace
+
+void register_pinned_host_allocator(PinnedHostAllocator alloc) { g_pinned_alloc = alloc; }
+
+std::shared_ptr<Storage> allocate_pinned_host(size_t bytes) {
+  return g_pinned_alloc ? g_pinned_alloc(bytes) : Storage::host(bytes);
+}
+
 HostMemoryStats host_memory_stats() {
   const BucketStats s = host_pool().stats();
   return {s.live_bytes, s.cached_bytes, s.peak_bytes};

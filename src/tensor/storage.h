@@ -44,6 +44,13 @@ using DeviceAllocator = std::shared_ptr<Storage> (*)(size_t bytes);
 void register_device_allocator(Device d, DeviceAllocator alloc);
 std::shared_ptr<Storage> allocate_storage(size_t bytes, Device d);
 
+// Page-locked host memory for bulk transfers to and from a device (snapshot
+// staging). A backend registers its allocator; without one this is ordinary
+// host memory.
+using PinnedHostAllocator = std::shared_ptr<Storage> (*)(size_t bytes);
+void register_pinned_host_allocator(PinnedHostAllocator alloc);
+std::shared_ptr<Storage> allocate_pinned_host(size_t bytes);
+
 // Bytes currently held by the host allocator's cache and live allocations.
 struct HostMemoryStats {
   size_t live_bytes;

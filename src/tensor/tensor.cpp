@@ -211,11 +211,13 @@ void strided_copy_host(const Tensor& src, Tensor& dst) {
 
 DeviceCopyFn g_device_copy = nullptr;
 DeviceStridedCopyFn g_device_strided_copy = nullptr;
+DeviceGatherFn g_device_gather = nullptr;
 
 }  // namespace
 
 void register_device_copy(DeviceCopyFn fn) { g_device_copy = fn; }
 void register_device_strided_copy(DeviceStridedCopyFn fn) { g_device_strided_copy = fn; }
+void register_device_gather(DeviceGatherFn fn) { g_device_gather = fn; }
 
 void device_copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes) {
   if (dst_dev == Device::CPU && src_dev == Device::CPU) {
@@ -224,6 +226,19 @@ void device_copy(void* dst, Device dst_dev, const void* src, Device src_dev, siz
   }
   if (!g_device_copy) fail(ErrorKind::Unsupported, "no device copy available in this build");
   g_device_copy(dst, dst_dev, src, src_dev, bytes);
+}
+
+void device_gather_to_host(void* host_dst, const void* const* src, const size_t* bytes, size_t n, Device src_dev) {
+  if (src_dev == Device::CPU) {
+    auto* d = static_cast<uint8_t*>(host_dst);
+    for (size_t i = 0; i < n; ++i) {
+      std::memcpy(d, src[i], bytes[i]);
+      d += bytes[i];
+    }
+    return;
+  }
+  if (!g_device_gather) fail(ErrorKind::Unsupported, "no device gather available in this build");
+  g_device_gather(host_dst, src, bytes, n);
 }
 
 void copy_into(const Tensor& src, Tensor& dst) {

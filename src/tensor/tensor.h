@@ -110,4 +110,13 @@ using DeviceStridedCopyFn = void (*)(const Tensor& src, Tensor& dst);
 void register_device_strided_copy(DeviceStridedCopyFn fn);
 void device_copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes);
 
+// Backend hook for bulk downloads beside the engine's work: copies `n`
+// segments of device memory back to back into `host_dst` on a stream of the
+// calling thread's own and returns once they have landed. It never joins the
+// engine's stream or a graph another thread is capturing, so a background
+// thread (the snapshot writer) can read blocks that finished steps wrote.
+using DeviceGatherFn = void (*)(void* host_dst, const void* const* src, const size_t* bytes, size_t n);
+void register_device_gather(DeviceGatherFn fn);
+void device_gather_to_host(void* host_dst, const void* const* src, const size_t* bytes, size_t n, Device src_dev);
+
 }  // namespace ingot

@@ -104,18 +104,19 @@ def test_repeated_long_prompt_hits_the_prefix_cache_and_answers_alike(family_ser
 
 
 def test_prompt_cache_on_disk_survives_a_restart_or_is_off(family_server, ingot_bin, tmp_path):
-    """qwen3_5 (recurrent layers) restores a prompt's KV and linear state from disk after a restart and
-    answers alike; gemma3's sliding-window layers cannot be trimmed back, so it keeps prefixes in RAM only."""
+    """qwen3_5 (recurrent layers) restores an 8 k-token prompt's KV and linear state from disk after a restart
+    and answers with the cold run's greedy tokens and logprobs; gemma3's sliding-window layers cannot be
+    trimmed back, so it keeps prefixes in RAM only."""
     if family_server.family == "gemma3":
         assert family_server.metrics()["ingot_prompt_cache_disk_enabled"] == 0
         assert "prompt cache: no disk tier (the model has sliding-window layers)" in "".join(family_server.output)
         return
     assert family_server.metrics()["ingot_prompt_cache_disk_enabled"] == 1
-    text = "A lighthouse keeper counts the ships that pass the rocky northern cape every single night. " * 4
-    args = (family_server.model_dir, "--served-model-name", "m", "--cache-dir", str(tmp_path / "cache"))
+    text = "A lighthouse keeper counts the ships that pass the rocky northern cape every single night. " * 475
+    args = (family_server.model_dir, "--served-model-name", "m", "--ctx", "9000", "--cache-dir", str(tmp_path / "cache"))
     first = Server(ingot_bin, *args)
     try:
-        cold = chat(first, text)
+        cold = chat(first, text, logprobs=True)
         deadline = time.time() + 60
         while first.metrics()["ingot_prompt_cache_disk_writes_total"] < 1 and time.time() < deadline:
             time.sleep(0.05)
@@ -123,12 +124,16 @@ def test_prompt_cache_on_disk_survives_a_restart_or_is_off(family_server, ingot_
         first.stop()
     second = Server(ingot_bin, *args)
     try:
-        warm = chat(second, text)
+        warm = chat(second, text, logprobs=True)
         m = second.metrics()
     finally:
         second.stop()
     assert cold.status_code == 200 and warm.status_code == 200, cold.text + warm.text
+    assert cold.json()["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
     cached = warm.json()["usage"]["prompt_tokens_details"]["cached_tokens"]
-    assert cached > 0 and cached % 16 == 0, warm.json()["usage"]
+    assert cached >= 8000 and cached % 16 == 0, warm.json()["usage"]
     assert m['ingot_prefix_cache_hits_total{tier="disk"}'] == 1
-    assert warm.json()["choices"][0]["message"]["content"] == cold.json()["choices"][0]["message"]["content"]
+    got = [(t["token"], t["logprob"]) for t in warm.json()["choices"][0]["logprobs"]["content"]]
+    want = [(t["token"], t["logprob"]) for t in cold.json()["choices"][0]["logprobs"]["content"]]
+    assert [t for t, _ in got] == [t for t, _ in want]
+    assert all(abs(a - b) <= 2e-3 for (_, a), (_, b) in zip(got, want)), (got, want)

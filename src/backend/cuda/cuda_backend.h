@@ -19,6 +19,8 @@ bool available();
 Backend* backend();
 std::shared_ptr<Storage> allocate(size_t bytes);
 void copy(void* dst, Device dst_dev, const void* src, Device src_dev, size_t bytes);
+std::shared_ptr<Storage> allocate_pinned_host(size_t bytes);
+void gather_to_host(void* host_dst, const void* const* src, const size_t* bytes, size_t n);
 void strided_copy(const Tensor& src, Tensor& dst);  // kernels.cu
 // Waits for all queued device work (benchmarks, tests).
 void synchronize();

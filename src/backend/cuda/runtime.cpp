@@ -1,5 +1,6 @@
 #include "backend/cuda/runtime.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
@@ -188,6 +189,29 @@ void copy(void* dst, Device dd, const void* src, Device sd, size_t bytes) {
   CUDA_OK(cudaMemcpyAsync(dst, src, bytes, kind, stream()));
   // Host memory must be valid (and filled) when the call returns.
   if (kind != cudaMemcpyDeviceToDevice) CUDA_OK(cudaStreamSynchronize(stream()));
+}
+
+std::shared_ptr<Storage> allocate_pinned_host(size_t bytes) {
+  void* p = nullptr;
+  CUDA_OK(cudaMallocHost(&p, std::max<size_t>(bytes, 1)));
+  return Storage::adopt(p, bytes, Device::CPU, [](void* q) { cudaFreeHost(q); });
+}
+
+void gather_to_host(void* host_dst, const void* const* src, const size_t* bytes, size_t n) {
+  // One stream per calling thread, never the engine's: the engine may be
+  // replaying or capturing a step meanwhile (captures are relaxed, so another
+  // thread's copies are allowed). Kept for the thread's life, like stream().
+  thread_local cudaStream_t own = [] {
+    cudaStream_t st;
+    CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    return st;
+  }();
+  auto* d = static_cast<uint8_t*>(host_dst);
+  for (size_t i = 0; i < n; ++i) {
+    CUDA_OK(cudaMemcpyAsync(d, src[i], bytes[i], cudaMemcpyDeviceToHost, own));
+    d += bytes[i];
+  }
+  CUDA_OK(cudaStreamSynchronize(own));
 }
 
 namespace {

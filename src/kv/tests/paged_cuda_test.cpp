@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <random>
+#include <thread>
 #include <unistd.h>
 
 #include "backend/cuda/cuda_backend.h"
@@ -199,10 +200,6 @@ TEST_F(PagedCuda, BadInputIsAClearError) {
   EXPECT_THROW(seq->layer(0).attend(random_tensor(rng, {1, 4, 32}), p), Error);
   EXPECT_THROW(seq->layer(0).attend(gpu(random_tensor(rng, {4, 4, 32})), p), Error);
   EXPECT_THROW(seq->layer(0).trim(4), Error);
-  // Snapshots read block memory on the host: refused for a device pool.
-  const std::string path = "/tmp/ingot_paged_cuda_" + std::to_string(::getpid()) + ".snap";
-  EXPECT_THROW(write_snapshot(path, *seq, {1, 2, 3}, SnapshotKey{}), Error);
-  std::remove(path.c_str());
   // float16 rows store fine but the CUDA kernels take float32 / bf16 only, like the contiguous store.
   auto f16 = Pool::create({s}, DType::F16, Device::CUDA, o)->new_sequence();
   f16->layer(0).append(gpu(random_tensor(rng, {2, 2, 32})), gpu(random_tensor(rng, {2, 2, 32})));
@@ -214,6 +211,63 @@ TEST_F(PagedCuda, BadInputIsAClearError) {
   EXPECT_THROW(k4->layer(0).append(random_tensor(rng, {3, 2, 32}), random_tensor(rng, {3, 2, 32})), Error);
   EXPECT_THROW(k4->layer(0).append(gpu(random_tensor(rng, {3, 2, 16})), gpu(random_tensor(rng, {3, 2, 16}))), Error);
   EXPECT_EQ(k4->layer(0).length(), 0);
+}
+
+// Snapshots of a CUDA pool: written from another thread (downloads beside the
+// stream that keeps appending), restored into a CUDA pool and a host pool,
+// both equal to what was written, bit for bit, for every scheme.
+TEST_F(PagedCuda, SnapshotsRoundTripBitForBitFromAWriterThread) {
+  const LayerSpec s = spec(2, 64, 64);
+  for (KvQuant q : {KvQuant::None, KvQuant::Q8, KvQuant::Q4}) {
+    for (DType dt : {DType::F32, DType::BF16}) {
+      SCOPED_TRACE(str_cat(kv_quant_name(q), " ", dtype_name(dt)));
+      PoolOptions o;
+      o.path = AttendPath::Direct;
+      o.quant = q;
+      auto dev = Pool::create({s, s}, dt, Device::CUDA, o);
+      auto host = Pool::create({s, s}, dt, Device::CPU, o);
+      std::mt19937 rng(11);
+      auto seq = dev->new_sequence();
+      for (int l = 0; l < 2; ++l)
+        seq->layer(l).append(gpu(random_tensor(rng, {301, 2, 64})), gpu(random_tensor(rng, {301, 2, 64})));
+      std::vector<int32_t> toks(301);
+      for (int i = 0; i < 301; ++i) toks[static_cast<size_t>(i)] = i + 5;
+      const SnapshotKey key{"m", "t", dev->scheme()};
+      const std::string path = "/tmp/ingot_paged_cuda_" + std::to_string(::getpid()) + ".ikv";
+      std::unique_ptr<SequenceCache> entry = seq->clone();
+      publish(*entry);
+      std::exception_ptr err;
+      std::thread writer([&] {
+        try {
+          write_snapshot(path, *entry, toks, key);
+        } catch (...) {
+          err = std::current_exception();
+        }
+      });
+      auto other = dev->new_sequence();  // the engine's stream keeps working meanwhile
+      for (int i = 0; i < 20; ++i)
+        for (int l = 0; l < 2; ++l)
+          other->layer(l).append(gpu(random_tensor(rng, {7, 2, 64})), gpu(random_tensor(rng, {7, 2, 64})));
+      writer.join();
+      ASSERT_FALSE(err) << "the writer thread failed";
+      auto on_dev = restore_snapshot(path, *dev, key);
+      auto on_host = restore_snapshot(path, *host, key);
+      std::remove(path.c_str());
+      AttnParams p;
+      p.scale = 0.125f;
+      Tensor qy = random_tensor(rng, {1, 4, 64});
+      for (int l = 0; l < 2; ++l) {
+        int64_t f = 0;
+        auto [ka, va] = seq->layer(l).fetch(&f);
+        auto [kb, vb] = on_dev->layer(l).fetch(&f);
+        auto [kc, vc] = on_host->layer(l).fetch(&f);
+        EXPECT_TRUE(same_bytes(cpu(ka), cpu(kb)) && same_bytes(cpu(va), cpu(vb))) << "layer " << l << " on the GPU";
+        EXPECT_TRUE(same_bytes(cpu(ka), cpu(kc)) && same_bytes(cpu(va), cpu(vc))) << "layer " << l << " on the host";
+        EXPECT_TRUE(same_bytes(cpu(seq->layer(l).attend(gpu(qy), p)), cpu(on_dev->layer(l).attend(gpu(qy), p))))
+            << "layer " << l << " attends alike";
+      }
+    }
+  }
 }
 
 // KV4 through forks, copy-on-write and trims (the open block moves, closes,

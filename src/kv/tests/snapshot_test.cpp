@@ -191,6 +191,45 @@ TEST(Snapshot, ForeignCorruptAndTruncatedFilesAreRefused) {
   fs::remove_all(d);
 }
 
+TEST(Snapshot, EveryChunkOfALargePayloadIsChecked) {
+  // 3 layers x 2 planes x 2 heads x 32 float32 = 1.5 KiB a token: 12 000
+  // tokens are ~18 MB, three 8 MiB hash chunks checked in parallel.
+  std::mt19937 rng(35);
+  auto pool = Pool::create(layout(), DType::F32, Device::CPU, pool_options_for("paged"));
+  SnapshotKey key{"m1", "tok1", pool->scheme()};
+  auto seq = filled(*pool, 12000, rng);
+  fs::path d = temp_dir("chunks");
+  const std::string p = (d / "a.ikv").string();
+  const uint64_t bytes = write_snapshot(p, *seq, ids(12000), key);
+  EXPECT_EQ(bytes, fs::file_size(p));
+  ASSERT_GT(bytes, uint64_t{16} << 20);
+  auto target = Pool::create(layout(), DType::F32, Device::CPU, pool_options_for("paged"));
+  {
+    auto back = restore_snapshot(p, *target, key);
+    expect_same(*seq, *back, 12000);
+  }
+  // One flipped byte in the first, a middle and the last chunk: each refused.
+  for (uint64_t at : {uint64_t{5000}, uint64_t{12} << 20, bytes - 5000}) {
+    const std::string c = (d / "c.ikv").string();
+    fs::copy_file(p, c, fs::copy_options::overwrite_existing);
+    std::fstream f(c, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(at));
+    char ch = 0;
+    f.get(ch);
+    f.seekp(static_cast<std::streamoff>(at));
+    f.put(static_cast<char>(ch ^ 0x01));
+    f.close();
+    try {
+      restore_snapshot(c, *target, key);
+      ADD_FAILURE() << "a flipped byte at " << at << " was restored";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("checksum mismatch"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(target->used_blocks(), 0);
+  fs::remove_all(d);
+}
+
 TEST(Snapshot, WriterKilledMidWriteLeavesNothingThatRestores) {
   std::mt19937 rng(33);
   auto pool = Pool::create(layout(), DType::F32, Device::CPU, pool_options_for("paged"));

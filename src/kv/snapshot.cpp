@@ -16,10 +16,10 @@
 
 #include <xxhash.h>
 
-#include "backend/cpu/thread_pool.h"
 #include "kv/linear_state.h"
 #include "kv/paged.h"
 #include "kv/rotating.h"
+#include "kv/snapshot_payload.h"
 #include "util/error.h"
 
 namespace ingot::kv {
@@ -31,13 +31,7 @@ namespace {
 // 3: the payload hash is over the hashes of its chunks (restores check chunks
 // in parallel).
 constexpr char kMagic[8] = {'I', 'N', 'G', 'O', 'T', 'K', 'V', '3'};
-constexpr size_t kPage = 4096;
 constexpr size_t kFixed = 8 + 8 + 8 + 8 + 8;  // magic, json length, header hash, payload hash, payload bytes
-constexpr int kMaxIov = 64;                   // iovecs per pwritev batch
-constexpr size_t kHashChunk = 8u << 20;       // payload bytes per chunk hash
-constexpr size_t kStageBytes = 16u << 20;     // pinned staging for device pools
-
-size_t page_up(size_t v) { return (v + kPage - 1) / kPage * kPage; }
 
 struct Fd {
   int fd = -1;
@@ -73,49 +67,6 @@ std::vector<LayerView> snapshot_layers(const SequenceCache& seq_in, const Pool**
   return v;
 }
 
-// The payload hash: XXH3-64 of each kHashChunk bytes, then XXH3-64 over those
-// hashes, so a restore can check the chunks on every core.
-class ChunkHasher {
- public:
-  ChunkHasher() { XXH3_64bits_reset(st_.get()); }
-  void update(const void* p, size_t n) {
-    const auto* b = static_cast<const uint8_t*>(p);
-    while (n) {
-      const size_t take = std::min(n, kHashChunk - in_chunk_);
-      XXH3_64bits_update(st_.get(), b, take);
-      b += take;
-      n -= take;
-      in_chunk_ += take;
-      if (in_chunk_ == kHashChunk) close_chunk();
-    }
-  }
-  uint64_t digest() {
-    if (in_chunk_) close_chunk();
-    return XXH3_64bits(chunks_.data(), chunks_.size() * sizeof(uint64_t));
-  }
-
- private:
-  void close_chunk() {
-    chunks_.push_back(XXH3_64bits_digest(st_.get()));
-    XXH3_64bits_reset(st_.get());
-    in_chunk_ = 0;
-  }
-  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> st_{XXH3_createState(), &XXH3_freeState};
-  std::vector<uint64_t> chunks_;
-  size_t in_chunk_ = 0;
-};
-
-// ChunkHasher's digest of `n` bytes in memory, its chunks hashed in parallel.
-uint64_t payload_digest(const void* mem, size_t n) {
-  const size_t chunks = (n + kHashChunk - 1) / kHashChunk;
-  std::vector<uint64_t> h(chunks);
-  cpu::pool().run(static_cast<int64_t>(chunks), [&](int64_t c) {
-    const size_t at = static_cast<size_t>(c) * kHashChunk;
-    h[static_cast<size_t>(c)] = XXH3_64bits(static_cast<const uint8_t*>(mem) + at, std::min(kHashChunk, n - at));
-  });
-  return XXH3_64bits(h.data(), h.size() * sizeof(uint64_t));
-}
-
 // Bytes of a rotating layer's kept rows in one plane.
 size_t rotating_bytes(const LayerSpec& s, DType dt, int64_t kept, bool v) {
   return static_cast<size_t>(kept * s.kv_heads * (v ? s.v_head_dim : s.head_dim)) * dtype_size(dt);
@@ -141,107 +92,6 @@ nlohmann::json geometry(const Pool& pool) {
           {"quant", kv_quant_name(pool.options().quant)},
           {"group_size", pool.options().group_size},
           {"layers", layers}};
-}
-
-void write_all(int fd, std::vector<iovec>& iov, uint64_t& at, const SnapshotWriteHooks& hooks,
-               const std::string& path) {
-  for (size_t i = 0; i < iov.size();) {
-    const int n = static_cast<int>(std::min<size_t>(kMaxIov, iov.size() - i));
-    ssize_t w = ::pwritev(fd, iov.data() + i, n, static_cast<off_t>(at));
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      fail(ErrorKind::Io, "snapshot write to ", path, ": ", std::strerror(errno));
-    }
-    if (w == 0) fail(ErrorKind::Io, "snapshot write to ", path, ": no progress (device full?)");
-    at += static_cast<uint64_t>(w);
-    // Consume what was written (short writes resume mid-vector).
-    auto left = static_cast<size_t>(w);
-    while (left && i < iov.size()) {
-      if (left >= iov[i].iov_len) {
-        left -= iov[i].iov_len;
-        ++i;
-      } else {
-        iov[i].iov_base = static_cast<uint8_t*>(iov[i].iov_base) + left;
-        iov[i].iov_len -= left;
-        left = 0;
-      }
-    }
-    if (hooks.progress) hooks.progress(at);
-  }
-}
-
-// Streams the payload to the file at `at`, hashing it on the way. Host
-// memory is written straight from where it lives (pwritev); device memory is
-// gathered into a pinned staging buffer first, off the engine's stream.
-class PayloadWriter {
- public:
-  PayloadWriter(int fd, uint64_t at, Device device, const SnapshotWriteHooks& hooks, const std::string& path)
-      : fd_(fd), at_(at), device_(device), hooks_(hooks), path_(path) {
-    if (device_ != Device::CPU) stage_ = allocate_pinned_host(kStageBytes);
-  }
-  // `n` bytes at `p`, in memory of the pool's device (`on_device`) or the host.
-  void add(const void* p, size_t n, bool on_device) {
-    payload_ += n;
-    if (!on_device || device_ == Device::CPU) {
-      if (n) iov_.push_back({const_cast<void*>(p), n});
-      if (iov_.size() >= kMaxIov) flush();
-      return;
-    }
-    const auto* b = static_cast<const uint8_t*>(p);
-    while (n) {
-      if (staged_ == kStageBytes || iov_.size() >= kMaxIov) flush();
-      const size_t take = std::min(n, kStageBytes - staged_);
-      gather_src_.push_back(b);
-      gather_len_.push_back(take);
-      iov_.push_back({static_cast<uint8_t*>(stage_->data()) + staged_, take});
-      staged_ += take;
-      b += take;
-      n -= take;
-    }
-  }
-  void pad_page() {
-    static const std::vector<uint8_t> zeros(kPage, 0);
-    add(zeros.data(), page_up(payload_) - payload_, false);
-  }
-  void flush() {
-    if (!gather_src_.empty())
-      device_gather_to_host(stage_->data(), gather_src_.data(), gather_len_.data(), gather_src_.size(), device_);
-    for (const iovec& v : iov_) hasher_.update(v.iov_base, v.iov_len);
-    write_all(fd_, iov_, at_, hooks_, path_);
-    iov_.clear();
-    gather_src_.clear();
-    gather_len_.clear();
-    staged_ = 0;
-  }
-  uint64_t bytes() const { return payload_; }
-  uint64_t end() const { return at_; }
-  uint64_t digest() { return hasher_.digest(); }
-
- private:
-  int fd_;
-  uint64_t at_;
-  Device device_;
-  const SnapshotWriteHooks& hooks_;
-  const std::string& path_;
-  std::shared_ptr<Storage> stage_;
-  size_t staged_ = 0;
-  std::vector<const void*> gather_src_;
-  std::vector<size_t> gather_len_;
-  std::vector<iovec> iov_;
-  ChunkHasher hasher_;
-  uint64_t payload_ = 0;
-};
-
-void read_exact(int fd, void* dst, size_t n, uint64_t at, const std::string& path) {
-  auto* p = static_cast<uint8_t*>(dst);
-  while (n) {
-    ssize_t r = ::pread(fd, p, n, static_cast<off_t>(at));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) fail(ErrorKind::BadFormat, "snapshot ", path, " is truncated");
-    p += r;
-    n -= static_cast<size_t>(r);
-    at += static_cast<uint64_t>(r);
-  }
 }
 
 // XXH3-64 over the payload hash, payload size and the JSON.

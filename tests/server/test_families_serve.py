@@ -113,8 +113,8 @@ def test_prompt_cache_on_disk_survives_a_restart_or_is_off(family_server, ingot_
         return
     assert family_server.metrics()["ingot_prompt_cache_disk_enabled"] == 1
     text = "A lighthouse keeper counts the ships that pass the rocky northern cape every single night. " * 475
-    args = (family_server.model_dir, "--served-model-name", "m", "--ctx", "9000", "--cache-dir", str(tmp_path / "cache"))
-    first = Server(ingot_bin, *args)
+    args = (family_server.model_dir, "--served-model-name", "m", "--cache-dir", str(tmp_path / "cache"))
+    first = Server(ingot_bin, *args, ctx=9000)
     try:
         cold = chat(first, text, logprobs=True)
         deadline = time.time() + 60
@@ -122,7 +122,7 @@ def test_prompt_cache_on_disk_survives_a_restart_or_is_off(family_server, ingot_
             time.sleep(0.05)
     finally:
         first.stop()
-    second = Server(ingot_bin, *args)
+    second = Server(ingot_bin, *args, ctx=9000)
     try:
         warm = chat(second, text, logprobs=True)
         m = second.metrics()

@@ -79,6 +79,8 @@ struct V512 {
   // then i + (i + 4), i + (i + 2), i + (i + 1).
   static constexpr bool kReduce8 = false;  // keys reduce 16 at a time here
   static void reduce8(const R*, float*) {}
+  static constexpr bool kReduce8Tree = false;  // dot_rows too
+  static void reduce8_tree(const R*, float*) {}
   static constexpr bool kReduce16 = true;
   static void reduce16(const R* a, float* out) {
     R c[8], e[4], g[2];

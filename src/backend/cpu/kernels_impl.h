@@ -8,7 +8,8 @@
 // load_bf16, load_f16, fma(a, b, c) = a * b + c, add, sub, mul, div, set1,
 // store, exp (vector e^x), reduce (a fixed tree), prefetch, pin (keep a value
 // in a register), and kReduce16 /
-// reduce16 (16 registers to 16 sums, each in exactly reduce()'s order).
+// reduce16 (16 registers to 16 sums, each in exactly reduce()'s order) and
+// kReduce8Tree / reduce8_tree (the same for 8).
 //
 // The dot-product order is the invariant that makes batching safe: lane l of
 // one accumulator sums the products at k = l, l + W, l + 2W, ... in order (the
@@ -284,40 +285,50 @@ float dot(const float* a, const void* b, DType bdt, int64_t k) {
   }
 }
 
-// out[r] = dot(a, b + r * ldb) for r in [0, rows): attention scores. Levels
-// with reduce16 add 16 accumulators at once in the same tree as reduce().
-template <class V, class L>
-void dot_rows_t(const float* a, const typename L::T* b, int64_t ldb, int64_t rows, int64_t k, float* out) {
+// G rows of dot_rows_t at once: G accumulators, reduced together by the
+// level's reduce16 (G = 16) or reduce8_tree (G = 8), each in reduce()'s order.
+template <class V, class L, int G>
+void dot_rows_group(const float* a, const typename L::T* bb, int64_t ldb, int64_t k, float* out) {
   using R = typename V::R;
   using T = typename L::T;
-  int64_t r0 = 0;
-  if constexpr (V::kReduce16) {
-    for (; r0 + 16 <= rows; r0 += 16) {
-      const T* bb = b + r0 * ldb;
-      R acc[16];
-      for (int r = 0; r < 16; ++r) acc[r] = V::zero();
-      const int64_t kv = k - k % V::W;
-      int64_t kk = 0;
-      for (; kk < kv; kk += V::W) {
-        R xv = V::load(a + kk);
-        for (int r = 0; r < 16; ++r) acc[r] = V::fma(xv, L::load(bb + r * ldb + kk), acc[r]);
-      }
-      if (kk < k) {
-        const int64_t rem = k - kk;
-        float xt[V::W];
-        std::memset(xt, 0, sizeof(xt));
-        std::memcpy(xt, a + kk, static_cast<size_t>(rem) * sizeof(float));
-        R xv = V::load(xt);
-        for (int r = 0; r < 16; ++r) {
-          T wt[V::W];
-          std::memset(wt, 0, sizeof(wt));
-          std::memcpy(wt, bb + r * ldb + kk, static_cast<size_t>(rem) * sizeof(T));
-          acc[r] = V::fma(xv, L::load(wt), acc[r]);
-        }
-      }
-      V::reduce16(acc, out + r0);
+  R acc[G];
+  for (int r = 0; r < G; ++r) acc[r] = V::zero();
+  const int64_t kv = k - k % V::W;
+  int64_t kk = 0;
+  for (; kk < kv; kk += V::W) {
+    R xv = V::load(a + kk);
+    for (int r = 0; r < G; ++r) acc[r] = V::fma(xv, L::load(bb + r * ldb + kk), acc[r]);
+  }
+  if (kk < k) {
+    const int64_t rem = k - kk;
+    float xt[V::W];
+    std::memset(xt, 0, sizeof(xt));
+    std::memcpy(xt, a + kk, static_cast<size_t>(rem) * sizeof(float));
+    R xv = V::load(xt);
+    for (int r = 0; r < G; ++r) {
+      T wt[V::W];
+      std::memset(wt, 0, sizeof(wt));
+      std::memcpy(wt, bb + r * ldb + kk, static_cast<size_t>(rem) * sizeof(T));
+      acc[r] = V::fma(xv, L::load(wt), acc[r]);
     }
   }
+  if constexpr (G == 16)
+    V::reduce16(acc, out);
+  else
+    V::reduce8_tree(acc, out);
+}
+
+// out[r] = dot(a, b + r * ldb) for r in [0, rows): attention scores and the
+// low-rank expand (k = rank, so the horizontal sums dominate). Levels with
+// reduce16 / reduce8_tree sum 16 / 8 rows' accumulators together, each row
+// in exactly reduce()'s order, so a row's bits do not depend on its group.
+template <class V, class L>
+void dot_rows_t(const float* a, const typename L::T* b, int64_t ldb, int64_t rows, int64_t k, float* out) {
+  int64_t r0 = 0;
+  if constexpr (V::kReduce16)
+    for (; r0 + 16 <= rows; r0 += 16) dot_rows_group<V, L, 16>(a, b + r0 * ldb, ldb, k, out + r0);
+  if constexpr (V::kReduce8Tree)
+    for (; r0 + 8 <= rows; r0 += 8) dot_rows_group<V, L, 8>(a, b + r0 * ldb, ldb, k, out + r0);
   for (; r0 + 4 <= rows; r0 += 4) tile<V, L, 1, 4, false>(a, 0, b + r0 * ldb, ldb, k, out + r0, 0);
   for (; r0 < rows; ++r0) tile<V, L, 1, 1, false>(a, 0, b + r0 * ldb, ldb, k, out + r0, 0);
 }

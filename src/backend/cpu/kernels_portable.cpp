@@ -22,6 +22,8 @@ struct VPortable {
   static void reduce16(const R*, float*) {}
   static constexpr bool kReduce8 = false;
   static void reduce8(const R*, float*) {}
+  static constexpr bool kReduce8Tree = false;
+  static void reduce8_tree(const R*, float*) {}
   static R zero() { return R{}; }
   static R load(const float* p) {
     R r;

@@ -59,8 +59,9 @@ Tensor append_attend_paged_rows(const std::vector<LayerCache*>& layers, const Te
     std::vector<PagedRowSlot> slots;
     slots.reserve(ps.size());
     for (PagedLayerCache* c : ps) slots.push_back(c->claim_row());
-    kern->write_rows(lp, slots, ops::cast(k, lp.elem_dtype()).contiguous(),
-                     ops::cast(v, lp.elem_dtype()).contiguous());
+    // Float32 rows go as they are: the write rounds them (no cast launches).
+    const DType dt = k.dtype() == DType::F32 && v.dtype() == DType::F32 ? DType::F32 : lp.elem_dtype();
+    kern->write_rows(lp, slots, ops::cast(k, dt).contiguous(), ops::cast(v, dt).contiguous());
     for (PagedLayerCache* c : ps) c->count_claimed_row();
   } else {
     for (size_t i = 0; i < ps.size(); ++i) {

@@ -81,9 +81,10 @@ struct PagedRowSlot {
   int64_t pos = 0;
   TableMirrorSlot* mirror = nullptr;
 };
-// Row i of k [N, KVH, D] and v [N, KVH, Dv] (the pool's row dtype,
-// contiguous, on its device) into slots[i], every row in one job: an
-// unquantized pool's rows, byte for byte what PagedWriteFn writes.
+// Row i of k [N, KVH, D] and v [N, KVH, Dv] (the pool's row dtype or
+// float32, contiguous, on its device) into slots[i], every row in one job: an
+// unquantized pool's rows, byte for byte what PagedWriteFn writes after a
+// cast to the row dtype (float32 rows are rounded in the same launch).
 using PagedWriteRowsFn = void (*)(const LayerPool& lp, const std::vector<PagedRowSlot>& slots, const Tensor& k,
                                   const Tensor& v);
 

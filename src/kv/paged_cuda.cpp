@@ -212,8 +212,10 @@ void write_rows_cuda(const LayerPool& lp, const std::vector<PagedRowSlot>& slots
   const auto n = static_cast<int64_t>(slots.size());
   INGOT_CHECK(lp.options().quant == KvQuant::None, "batched paged write into a ", kv_quant_name(lp.options().quant),
               " pool");
+  const bool from_f32 = k.dtype() == DType::F32 && v.dtype() == DType::F32;
   INGOT_CHECK(k.device() == Device::CUDA && v.device() == Device::CUDA && k.is_contiguous() && v.is_contiguous() &&
-                  k.dtype() == lp.elem_dtype() && v.dtype() == lp.elem_dtype() && k.dim(0) == n && v.dim(0) == n,
+                  (from_f32 || (k.dtype() == lp.elem_dtype() && v.dtype() == lp.elem_dtype())) && k.dim(0) == n &&
+                  v.dim(0) == n,
               "batched paged write: k ", k.describe(), " v ", v.describe(), " for ", n, " rows");
   if (n == 0) return;
   const int64_t bs = lp.block_size();
@@ -225,7 +227,7 @@ void write_rows_cuda(const LayerPool& lp, const std::vector<PagedRowSlot>& slots
     keep.push_back(device_blocks(lp, s.table, s.pos / bs, 1, s.mirror));
     rows.push_back({keep.back().ptr, s.pos % bs});
   }
-  cuda::launch_paged_write_rows(describe(lp), rows.data(), n, k.raw(), v.raw());
+  cuda::launch_paged_write_rows(describe(lp), rows.data(), n, k.raw(), v.raw(), from_f32);
 }
 
 Tensor gather_cuda(const LayerPool& lp, bool is_v, const int32_t* table, int64_t len, int64_t open_block,

@@ -4,6 +4,7 @@
 // stores new rows in their blocks (quantizing them exactly like kv/quant.cpp,
 // so a GPU pool holds the same bytes as a CPU pool); and the gather.
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -453,13 +454,28 @@ struct PagedWriteArg {
 };
 
 // One block per (row, head, plane), as write_rows_kernel, each row into its own block.
+// Float32 source rows (`from_f32`) are rounded to the pool's `elem` on the
+// way, as the cast kernel rounds them (round to nearest even).
 __global__ void write_rows_batched_kernel(PagedWriteArg rows, int64_t kvh, int64_t bs, int64_t krb, int64_t vrb,
-                                          const uint8_t* k, const uint8_t* v) {
+                                          const uint8_t* k, const uint8_t* v, bool from_f32, DType elem) {
   const bool is_v = blockIdx.y == 1;
   const int64_t row = blockIdx.x, i = row / kvh, h = row % kvh;
   const int64_t rb = is_v ? vrb : krb;
-  const uint8_t* src = (is_v ? v : k) + row * rb;
   uint8_t* dst = const_cast<uint8_t*>(rows.r[i].block[is_v ? 2 : 0]) + (h * bs + rows.r[i].slot) * rb;
+  if (from_f32) {
+    const int64_t n = rb / (elem == DType::F32 ? 4 : 2);
+    const float* src = reinterpret_cast<const float*>(is_v ? v : k) + row * n;
+    for (int64_t e = threadIdx.x; e < n; e += blockDim.x) {
+      if (elem == DType::BF16)
+        reinterpret_cast<__nv_bfloat16*>(dst)[e] = __float2bfloat16_rn(src[e]);
+      else if (elem == DType::F16)
+        reinterpret_cast<__half*>(dst)[e] = __float2half_rn(src[e]);
+      else
+        reinterpret_cast<float*>(dst)[e] = src[e];
+    }
+    return;
+  }
+  const uint8_t* src = (is_v ? v : k) + row * rb;
   if (rb % 4 == 0 && (reinterpret_cast<uintptr_t>(src) & 3) == 0) {
     for (int64_t w = threadIdx.x; w < rb / 4; w += blockDim.x)
       reinterpret_cast<uint32_t*>(dst)[w] = reinterpret_cast<const uint32_t*>(src)[w];
@@ -471,8 +487,10 @@ __global__ void write_rows_batched_kernel(PagedWriteArg rows, int64_t kvh, int64
 }  // namespace
 
 void launch_paged_write_rows(const PagedBlocks& kv, const PagedWriteDesc* rows, int64_t n, const void* k,
-                             const void* v) {
+                             const void* v, bool from_f32) {
   INGOT_CHECK(kv.quant_bits == 0, "batched paged write of ", kv.quant_bits, "-bit codes");
+  const int64_t src_elem = from_f32 ? 4 : (kv.elem == DType::F32 ? 4 : 2);
+  const int64_t k_src_row = kv.k_dim * src_elem, v_src_row = kv.v_dim * src_elem;
   for (int64_t b0 = 0; b0 < n; b0 += kMaxBatchedRows) {
     const int64_t nb = std::min(kMaxBatchedRows, n - b0);
     PagedWriteArg a{};
@@ -480,8 +498,8 @@ void launch_paged_write_rows(const PagedBlocks& kv, const PagedWriteDesc* rows, 
     dim3 grid(static_cast<unsigned>(nb * kv.kv_heads), 2);
     write_rows_batched_kernel<<<grid, 64, 0, stream()>>>(
         a, kv.kv_heads, kv.block_size, kv.k_row_bytes, kv.v_row_bytes,
-        static_cast<const uint8_t*>(k) + b0 * kv.kv_heads * kv.k_row_bytes,
-        static_cast<const uint8_t*>(v) + b0 * kv.kv_heads * kv.v_row_bytes);
+        static_cast<const uint8_t*>(k) + b0 * kv.kv_heads * k_src_row,
+        static_cast<const uint8_t*>(v) + b0 * kv.kv_heads * v_src_row, from_f32, kv.elem);
     CUDA_LAUNCH_OK();
   }
 }

@@ -29,9 +29,10 @@ struct PagedWriteDesc {
   const uint8_t* const* block = nullptr;
   int64_t slot = 0;
 };
-// Row i of k [n, kv_heads, k_dim] / v (rows of the pool's unquantized dtype)
-// into rows[i]: the bytes launch_paged_write stores, one launch for all rows.
+// Row i of k [n, kv_heads, k_dim] / v (rows of the pool's unquantized dtype,
+// or float32 with `from_f32`: rounded to it as a cast rounds) into rows[i]:
+// the bytes launch_paged_write stores, one launch for all rows.
 void launch_paged_write_rows(const PagedBlocks& geo, const PagedWriteDesc* rows, int64_t n, const void* k,
-                             const void* v);
+                             const void* v, bool from_f32 = false);
 
 }  // namespace ingot::cuda

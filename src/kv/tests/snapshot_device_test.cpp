@@ -9,7 +9,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "backend/cpu/cpu_backend.h"
 #include "kv/kinds.h"
@@ -165,14 +164,7 @@ TEST_F(DeviceSnapshot, ACorruptChunkIsRefusedBeforeTheDevicePoolAdoptsIt) {
   const int64_t total = dev->total_blocks();
   for (uint64_t at : {uint64_t{6000}, bytes - 6000}) {
     const std::string c = (dir_ / "c.ikv").string();
-    fs::copy_file(p, c, fs::copy_options::overwrite_existing);
-    std::fstream f(c, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekg(static_cast<std::streamoff>(at));
-    char ch = 0;
-    f.get(ch);
-    f.seekp(static_cast<std::streamoff>(at));
-    f.put(static_cast<char>(ch ^ 0x10));
-    f.close();
+    damaged_copy(p, c, at, 0x10);
     try {
       restore_snapshot(c, *dev, key);
       ADD_FAILURE() << "a flipped byte at " << at << " was restored";

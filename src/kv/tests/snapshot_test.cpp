@@ -157,14 +157,7 @@ TEST(Snapshot, ForeignCorruptAndTruncatedFilesAreRefused) {
   const auto size = fs::file_size(p);
   for (uint64_t at : {size - 100, uint64_t{40}}) {
     const std::string c = (d / "c.ikv").string();
-    fs::copy_file(p, c, fs::copy_options::overwrite_existing);
-    std::fstream f(c, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekg(static_cast<std::streamoff>(at));
-    char ch = 0;
-    f.get(ch);
-    f.seekp(static_cast<std::streamoff>(at));
-    f.put(static_cast<char>(ch ^ 0x5a));
-    f.close();
+    damaged_copy(p, c, at, 0x5a);
     refused(*target, key, c);
   }
   const std::string t = (d / "t.ikv").string();
@@ -211,14 +204,7 @@ TEST(Snapshot, EveryChunkOfALargePayloadIsChecked) {
   // One flipped byte in the first, a middle and the last chunk: each refused.
   for (uint64_t at : {uint64_t{5000}, uint64_t{12} << 20, bytes - 5000}) {
     const std::string c = (d / "c.ikv").string();
-    fs::copy_file(p, c, fs::copy_options::overwrite_existing);
-    std::fstream f(c, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekg(static_cast<std::streamoff>(at));
-    char ch = 0;
-    f.get(ch);
-    f.seekp(static_cast<std::streamoff>(at));
-    f.put(static_cast<char>(ch ^ 0x01));
-    f.close();
+    damaged_copy(p, c, at, 0x01);
     try {
       restore_snapshot(c, *target, key);
       ADD_FAILURE() << "a flipped byte at " << at << " was restored";

@@ -3,8 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "tensor/tensor.h"
@@ -33,6 +37,18 @@ inline double rel(const Tensor& a, const Tensor& ref) {
     den += double(y[i]) * y[i];
   }
   return std::sqrt(num / (den > 0 ? den : 1e-30));
+}
+
+// A copy of file `src` at `dst` with the byte at offset `at` XORed with `mask`
+// (a damaged snapshot).
+inline void damaged_copy(const std::string& src, const std::string& dst, uint64_t at, uint8_t mask) {
+  std::filesystem::copy_file(src, dst, std::filesystem::copy_options::overwrite_existing);
+  std::fstream f(dst, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(static_cast<std::streamoff>(at));
+  char ch = 0;
+  f.get(ch);
+  f.seekp(static_cast<std::streamoff>(at));
+  f.put(static_cast<char>(ch ^ static_cast<char>(mask)));
 }
 
 }  // namespace ingot::kv::testing

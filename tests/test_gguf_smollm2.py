@@ -107,16 +107,20 @@ def test_greedy_matches_llamacpp(runs):
     print(f"greedy identical to llama.cpp for {STEPS} tokens: {identical}/{len(PROMPTS)}; "
           f"first divergences at steps {first}; llama.cpp's top-1/top-2 margins there {sorted(round(m, 3) for m in margins)}")
     # Both engines round activations to 8 bits, so a near-tie can go either way with any change of
-    # summation order (measured: 2 to 7 of 24 prompts identical across attention and GEMM orders, every
-    # divergence at a llama.cpp margin of at most 0.33 logits). The floor: divergences only at near-ties.
-    assert all(m < 0.5 for m in margins), margins
+    # summation order. ingot's Q4 kernels take each block's integer dot exactly before its one scale,
+    # where llama.cpp's keep eight float partial sums per row: the paths part at larger margins than
+    # when ingot rounded at llama.cpp's points (measured: at most 0.67 logits, against 0.33 then),
+    # with the same distance to the float reference (test below). The floor: no divergence at a
+    # clear choice.
+    assert all(m < 1.0 for m in margins), margins
     assert identical >= 1
 
 
 def test_greedy_matches_float_reference(runs, reference):
-    identical = 0
+    identical, rels = 0, []
     for p, (greedy, rows) in zip(LLAMACPP["prompts"], runs):
         ref_rows = reference.logits(p["ids"] + greedy[:-1])[len(p["ids"]) - 1:]
+        rels.append(float(np.linalg.norm(rows - ref_rows) / np.linalg.norm(ref_rows)))
         ref_greedy = ref_rows.argmax(-1).tolist()
         if ref_greedy == greedy:
             identical += 1
@@ -124,7 +128,11 @@ def test_greedy_matches_float_reference(runs, reference):
         i = next(j for j in range(STEPS) if greedy[j] != ref_greedy[j])
         assert greedy[i] in top5(ref_rows[i]), (p["text"], i)
         assert ref_greedy[i] in top5(rows[i]), (p["text"], i)
-    print(f"greedy identical to the float reference for {STEPS} tokens: {identical}/{len(PROMPTS)}")
+    print(f"greedy identical to the float reference for {STEPS} tokens: {identical}/{len(PROMPTS)}; "
+          f"logits rel to it: mean {np.mean(rels):.4f} max {max(rels):.4f}")
+    # 8-bit activations against float ones (measured over these rows: mean 0.031, max 0.044 with the
+    # interleaved Q4 kernels; mean 0.031, max 0.050 with the file-layout ones).
+    assert np.mean(rels) < 0.04 and max(rels) < 0.07, rels
 
 
 def perplexity(logits, ids):

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
+#include "ops/ops.h"
 #include "util/error.h"
 
 namespace ingot {
@@ -69,7 +70,7 @@ class GgufSource final : public WeightSource {
     if (!is_quantized(t.dtype()) && opt_.dtype && *opt_.dtype != t.dtype()) t = t.to(*opt_.dtype);
     Weight w;
     w.data = t.to(opt_.device);
-    return w;
+    return ops::prepare_weight(w);
   }
 
   Tensor vector(const std::string& name) const override {

@@ -70,6 +70,9 @@ class Backend {
   virtual ~Backend() = default;
   virtual Device device() const = 0;
 
+  // A weight as this device's kernels read it fastest, made once at load
+  // (the CPU interleaves Q4_0 / Q4_1 rows); the same numbers either way.
+  virtual Weight prepare_weight(const Weight& w) { return w; }
   // x [N, K] · wᵀ where w is [M, K] -> [N, M]; bias [M] optional.
   virtual Tensor linear(const Tensor& x, const Weight& w, const Tensor* bias) = 0;
   // General a [N, K] @ b [K, M] (both activations).

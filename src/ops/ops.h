@@ -7,6 +7,7 @@ namespace ingot::ops {
 
 inline Backend& be(const Tensor& t) { return backend(t.device()); }
 
+inline Weight prepare_weight(const Weight& w) { return be(w.data).prepare_weight(w); }
 inline Tensor linear(const Tensor& x, const Weight& w, const Tensor* bias = nullptr) {
   return be(x).linear(x, w, bias);
 }

@@ -14,6 +14,10 @@ Weight to_device(Weight w, Device d) {
 }
 
 Weight slice_rows(const Weight& w, Range r) {
+  const int group = w.is_affine() ? 1 : dtype_info(w.dtype()).row_group;
+  if (r.begin % group != 0 || r.end % group != 0)
+    fail(ErrorKind::Unsupported, "rows ", r.begin, "..", r.end, " split a group of ", group, " interleaved ",
+         dtype_name(w.dtype()), " rows; choose a smaller --tensor-parallel");
   Weight s = w;
   s.data = w.data.slice(0, r.begin, r.end).contiguous();
   if (w.scales.defined()) s.scales = w.scales.slice(0, r.begin, r.end).contiguous();

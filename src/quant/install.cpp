@@ -51,7 +51,8 @@ void install_cpu_kernels() {
   static std::once_flag once;
   std::call_once(once, [] {
     const Isa isa = best_isa();
-    for (DType key : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::U32})
+    for (DType key : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q8_0x8, DType::Q4_0x8, DType::Q4_1x8,
+                      DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::U32})
       cpu::register_quant_kernels(key, kernels(isa, key));
   });
 }

@@ -1,15 +1,18 @@
 // The integer-dot kernels, written once and compiled per instruction set:
 // INGOT_QUANT_LEVEL 0 = portable scalar, 1 = AVX2 (+FMA), 2 = AVX-512 VNNI (VL, 256-bit lanes).
 // Included by kernels_<isa>.cpp inside namespace ingot::quant::INGOT_QUANT_NS.
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
 #include "backend/cpu/thread_pool.h"
 #include "quant/formats.h"
+#include "quant/interleave.h"
 #include "quant/quant.h"
 #include "quant/internal.h"
 #include "quant/xquant.h"
+#include "util/error.h"
 
 #if INGOT_QUANT_LEVEL > 0
 #include <immintrin.h>
@@ -421,6 +424,8 @@ void linear(const float* x, int64_t n, const Weight& w, float* y) {
   });
 }
 
+#include "quant/kernels_x8_impl.h"
+
 // 8-bit affine weights are as fine as int8 activations would be, so rounding the
 // activations would double the error: these dots keep them in float32.
 float affine8_dot(const Ctx& c, int64_t r, const float* x, const float* xsum, int64_t nb) {
@@ -480,9 +485,12 @@ void row_kernel(const Weight& w, int64_t r, float* out) { dequantize_row(w, r, o
 
 cpu::QuantKernels kernels_for(DType key) {
   switch (key) {
-    case DType::Q8_0: return {linear<Q8_0, 32>, row_kernel};
-    case DType::Q4_0: return {linear<Q4<false>, 32>, row_kernel};
-    case DType::Q4_1: return {linear<Q4<true>, 32>, row_kernel};
+    case DType::Q8_0: return {linear<Q8_0, 32>, row_kernel, interleave_rows};
+    case DType::Q8_0x8: return {linear_x8<Q8x8>, row_kernel, nullptr, linear_many_x8<Q8x8>};
+    case DType::Q4_0: return {linear<Q4<false>, 32>, row_kernel, interleave_rows};
+    case DType::Q4_1: return {linear<Q4<true>, 32>, row_kernel, interleave_rows};
+    case DType::Q4_0x8: return {linear_x8<Q4x8<false>>, row_kernel, nullptr, linear_many_x8<Q4x8<false>>};
+    case DType::Q4_1x8: return {linear_x8<Q4x8<true>>, row_kernel, nullptr, linear_many_x8<Q4x8<true>>};
     case DType::Q4_K: return {linear<QK45<false>, 256>, row_kernel};
     case DType::Q5_K: return {linear<QK45<true>, 256>, row_kernel};
     case DType::Q6_K: return {linear<Q6K, 256>, row_kernel};

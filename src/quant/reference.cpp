@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "quant/formats.h"
+#include "quant/interleave.h"
 #include "quant/quant.h"
 #include "util/error.h"
 
@@ -30,6 +31,18 @@ void dequant_q4(const uint8_t* p, int64_t k, float* out, bool has_min) {
     }
   }
 }
+
+// Row `lane` of the group starting at p, one block at a time through the file layout.
+void dequant_group_row(const uint8_t* p, int64_t k, int lane, float* out, const GroupLayout& l,
+                       void (*dequant)(const uint8_t*, int64_t, float*)) {
+  uint8_t block[64];
+  for (int64_t b = 0; b < k / 32; ++b, p += l.group_block()) {
+    row_block_of_group(p, l, lane, block);
+    dequant(block, 32, out + b * 32);
+  }
+}
+void dequant_q4_0(const uint8_t* p, int64_t k, float* out) { dequant_q4(p, k, out, false); }
+void dequant_q4_1(const uint8_t* p, int64_t k, float* out) { dequant_q4(p, k, out, true); }
 
 void dequant_k45(const uint8_t* p, int64_t k, float* out, bool five) {
   const int bytes = five ? kQ5KBytes : kQ4KBytes;
@@ -91,8 +104,13 @@ void dequantize_row(const Weight& w, int64_t row, float* out) {
   if (row < 0 || row >= w.rows()) fail(ErrorKind::InvalidArgument, "row ", row, " out of range");
   if (w.is_affine()) return dequant_affine(w, row, out);
   const int64_t k = w.cols();
-  const uint8_t* p = static_cast<const uint8_t*>(w.data.raw()) + static_cast<size_t>(row) * row_bytes(w);
+  const int group = dtype_info(w.dtype()).row_group;
+  const int64_t first = row - row % group;  // interleaved rows: their group's first row
+  const uint8_t* p = static_cast<const uint8_t*>(w.data.raw()) + static_cast<size_t>(first) * row_bytes(w);
   switch (w.dtype()) {
+    case DType::Q8_0x8: return dequant_group_row(p, k, static_cast<int>(row - first), out, kQ8_0Groups, dequant_q8_0);
+    case DType::Q4_0x8: return dequant_group_row(p, k, static_cast<int>(row - first), out, kQ4_0Groups, dequant_q4_0);
+    case DType::Q4_1x8: return dequant_group_row(p, k, static_cast<int>(row - first), out, kQ4_1Groups, dequant_q4_1);
     case DType::Q8_0: return dequant_q8_0(p, k, out);
     case DType::Q4_0: return dequant_q4(p, k, out, false);
     case DType::Q4_1: return dequant_q4(p, k, out, true);

@@ -13,6 +13,8 @@ const DTypeInfo& dtype_info(DType t) {
       {"q8_0", 32, 34, false, true},    {"q4_0", 32, 18, false, true},
       {"q4_1", 32, 20, false, true},    {"q4_k", 256, 144, false, true},
       {"q5_k", 256, 176, false, true},  {"q6_k", 256, 210, false, true},
+      {"q8_0x8", 32, 34, false, true, 8}, {"q4_0x8", 32, 18, false, true, 8},
+      {"q4_1x8", 32, 20, false, true, 8},
   };
   auto i = static_cast<size_t>(t);
   INGOT_CHECK(i < sizeof(table) / sizeof(table[0]));

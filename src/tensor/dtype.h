@@ -24,6 +24,12 @@ enum class DType : uint8_t {
   Q4_K,
   Q5_K,
   Q6_K,
+  // Q8_0 / Q4_0 / Q4_1 with rows interleaved in groups of 8 for the CPU's
+  // integer dot kernels (quant/interleave.h): made at load, never read from a
+  // file. Same bytes per row; a group of 8 rows spans the bytes those rows would.
+  Q8_0x8,
+  Q4_0x8,
+  Q4_1x8,
 };
 
 struct DTypeInfo {
@@ -32,6 +38,7 @@ struct DTypeInfo {
   int block_bytes;  // bytes per block
   bool is_float;
   bool is_quantized;
+  int row_group = 1;  // rows stored interleaved in groups of this many
 };
 
 const DTypeInfo& dtype_info(DType t);

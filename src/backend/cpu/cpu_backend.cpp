@@ -64,6 +64,37 @@ float apply_unary(UnaryOp op, float x) {
 
 namespace {
 
+void add_bias(Tensor& y, const Tensor* bias) {
+  if (!bias || !bias->defined()) return;
+  Tensor b = as_f32(*bias);
+  const int64_t m = y.dim(-1), n = rows_of(y);
+  float* py = y.data<float>();
+  const float* pb = b.data<float>();
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < m; ++j) py[i * m + j] += pb[j];
+}
+
+void check_width(const Weight& w, int64_t k) {
+  if (w.cols() != k)
+    fail(ErrorKind::BadFormat, "linear: input width ", k, " does not match weight ", w.data.describe());
+}
+
+Tensor empty_output(const Tensor& x, int64_t m) {
+  std::vector<int64_t> shape = x.shape().vec();
+  shape.back() = m;
+  return Tensor::empty(Shape(shape), DType::F32);
+}
+
+// The kernels that compute every weight of `w` in one pass, or nullptr: block
+// weights of one format (and width) whose kernels have that form.
+const QuantKernels* shared_quant_kernels(const std::vector<const Weight*>& w) {
+  if (w.size() < 2 || w[0]->is_affine() || !is_quantized(w[0]->dtype())) return nullptr;
+  for (const Weight* wi : w)
+    if (wi->is_affine() || wi->dtype() != w[0]->dtype() || wi->cols() != w[0]->cols()) return nullptr;
+  const QuantKernels* qk = quant_kernels(w[0]->dtype());
+  return qk && qk->linear_many ? qk : nullptr;
+}
+
 // y = x · wᵀ (+ bias) with dense weights going to `dense` (linear_dense or linear_bulk).
 using DenseFn = void (*)(const float*, int64_t, int64_t, const void*, DType, int64_t, int64_t, float*);
 Tensor linear_with(const Tensor& x_in, const Weight& w, const Tensor* bias, DenseFn dense) {
@@ -71,11 +102,8 @@ Tensor linear_with(const Tensor& x_in, const Weight& w, const Tensor* bias, Dens
   const int64_t k = x.dim(-1);
   const int64_t n = rows_of(x);
   const int64_t m = w.rows();
-  if (w.cols() != k)
-    fail(ErrorKind::BadFormat, "linear: input width ", k, " does not match weight ", w.data.describe());
-  std::vector<int64_t> out_shape = x.shape().vec();
-  out_shape.back() = m;
-  Tensor y = Tensor::empty(Shape(out_shape), DType::F32);
+  check_width(w, k);
+  Tensor y = empty_output(x, m);
   if (w.is_affine() || is_quantized(w.dtype())) {
     const QuantKernels* qk = quant_kernels(w.is_affine() ? DType::U32 : w.dtype());
     if (!qk || !qk->linear)
@@ -86,17 +114,17 @@ Tensor linear_with(const Tensor& x_in, const Weight& w, const Tensor* bias, Dens
     INGOT_CHECK(w.data.stride(1) == 1, "weight rows must be contiguous");
     dense(x.data<float>(), n, k, w.data.raw(), w.dtype(), w.data.stride(0), m, y.data<float>());
   }
-  if (bias && bias->defined()) {
-    Tensor b = as_f32(*bias);
-    float* py = y.data<float>();
-    const float* pb = b.data<float>();
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < m; ++j) py[i * m + j] += pb[j];
-  }
+  add_bias(y, bias);
   return y;
 }
 
 }  // namespace
+
+Weight CpuBackend::prepare_weight(const Weight& w) {
+  if (w.is_affine() || !is_quantized(w.dtype())) return w;
+  const QuantKernels* qk = quant_kernels(w.dtype());
+  return qk && qk->relayout ? qk->relayout(w) : w;
+}
 
 Tensor CpuBackend::linear(const Tensor& x, const Weight& w, const Tensor* bias) {
   return linear_with(x, w, bias, &linear_dense);
@@ -104,6 +132,32 @@ Tensor CpuBackend::linear(const Tensor& x, const Weight& w, const Tensor* bias) 
 
 Tensor CpuBackend::linear_bulk(const Tensor& x, const Weight& w, const Tensor* bias) {
   return linear_with(x, w, bias, &cpu::linear_bulk);
+}
+
+// q/k/v (and gate/up) of one block format: x quantized once, one parallel
+// pass; each output is the one linear() gives.
+std::vector<Tensor> CpuBackend::linear_many(const Tensor& x_in, const std::vector<const Weight*>& w,
+                                            const std::vector<const Tensor*>& bias) {
+  const QuantKernels* qk = shared_quant_kernels(w);
+  if (!qk) return Backend::linear_many(x_in, w, bias);
+  Tensor x = as_f32(x_in);
+  const int64_t k = x.dim(-1), n = rows_of(x);
+  std::vector<Tensor> out;
+  std::vector<float*> ys;
+  for (const Weight* wi : w) {
+    check_width(*wi, k);
+    out.push_back(empty_output(x, wi->rows()));
+    ys.push_back(out.back().data<float>());
+  }
+  qk->linear_many(x.data<float>(), n, w.data(), static_cast<int>(w.size()), ys.data());
+  for (size_t i = 0; i < out.size(); ++i) add_bias(out[i], i < bias.size() ? bias[i] : nullptr);
+  return out;
+}
+
+Tensor CpuBackend::glu_linear(GluOp op, const Tensor& x, const Weight& gate, const Weight& up, const Tensor* gate_bias,
+                              const Tensor* up_bias) {
+  std::vector<Tensor> gu = linear_many(x, {&gate, &up}, {gate_bias, up_bias});
+  return glu(op, gu[0], gu[1]);
 }
 
 Tensor CpuBackend::matmul(const Tensor& a_in, const Tensor& b_in) {

@@ -7,8 +7,13 @@ namespace ingot::cpu {
 class CpuBackend final : public Backend {
  public:
   Device device() const override { return Device::CPU; }
+  Weight prepare_weight(const Weight& w) override;
   Tensor linear(const Tensor& x, const Weight& w, const Tensor* bias) override;
   Tensor linear_bulk(const Tensor& x, const Weight& w, const Tensor* bias) override;
+  std::vector<Tensor> linear_many(const Tensor& x, const std::vector<const Weight*>& w,
+                                  const std::vector<const Tensor*>& bias) override;
+  Tensor glu_linear(GluOp op, const Tensor& x, const Weight& gate, const Weight& up, const Tensor* gate_bias,
+                    const Tensor* up_bias) override;
   Tensor matmul(const Tensor& a, const Tensor& b) override;
   Tensor embedding(const Weight& table, const Tensor& ids) override;
   Tensor rms_norm(const Tensor& x, const Tensor& w, float eps, bool unit_offset) override;

@@ -46,12 +46,20 @@ void linear_bulk(const float* x, int64_t n, int64_t k, const void* w, DType wdt,
 
 // Quantized formats register their kernels here (GGUF blocks, MLX affine).
 // linear: same contract as linear_dense for weight `w`;
-// dequant_row: writes row `r` of `w` as k floats (embedding lookups).
+// dequant_row: writes row `r` of `w` as k floats (embedding lookups);
+// relayout (optional): `w` in the layout another key's faster kernels read
+// (or `w` itself), made once when a weight is loaded;
+// linear_many (optional): linear for `count` weights of this key and one
+// width against the same x, into ys[i] (each output as linear gives it).
 using QuantLinearFn = void (*)(const float* x, int64_t n, const Weight& w, float* y);
 using QuantRowFn = void (*)(const Weight& w, int64_t r, float* out);
+using QuantRelayoutFn = Weight (*)(const Weight& w);
+using QuantLinearManyFn = void (*)(const float* x, int64_t n, const Weight* const* ws, int count, float* const* ys);
 struct QuantKernels {
   QuantLinearFn linear = nullptr;
   QuantRowFn dequant_row = nullptr;
+  QuantRelayoutFn relayout = nullptr;
+  QuantLinearManyFn linear_many = nullptr;
 };
 // key: the weight's data dtype for GGUF blocks, or DType::U32 for affine.
 void register_quant_kernels(DType key, QuantKernels k);

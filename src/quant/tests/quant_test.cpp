@@ -5,6 +5,7 @@
 #include <random>
 #include <vector>
 
+#include "quant/interleave.h"
 #include "quant/q8_0_writer.h"
 #include "quant/quant.h"
 #include "quant/tests/random_weights.h"
@@ -45,6 +46,9 @@ std::vector<Case> cases() {
   c.push_back({"q8_0", random_blocks(DType::Q8_0, 37, 320, 1)});
   c.push_back({"q4_0", random_blocks(DType::Q4_0, 37, 320, 2)});
   c.push_back({"q4_1", random_blocks(DType::Q4_1, 37, 320, 3)});
+  c.push_back({"q8_0x8", interleave_rows(random_blocks(DType::Q8_0, 40, 320, 14))});
+  c.push_back({"q4_0x8", interleave_rows(random_blocks(DType::Q4_0, 40, 320, 12))});
+  c.push_back({"q4_1x8", interleave_rows(random_blocks(DType::Q4_1, 40, 320, 13))});
   c.push_back({"q4_k", random_blocks(DType::Q4_K, 37, 512, 4)});
   c.push_back({"q5_k", random_blocks(DType::Q5_K, 37, 512, 5)});
   c.push_back({"q6_k", random_blocks(DType::Q6_K, 37, 512, 6)});

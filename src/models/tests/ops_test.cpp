@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "models/moe.h"
@@ -200,4 +201,32 @@ TEST(LowRankAdd, LargeGroupsOnThePoolAndBf16Factors) {
   EXPECT_GT(rel(y16, want), 0.0);
   auto got = y.to_f32_vector();
   for (int64_t m = 0; m < M; ++m) EXPECT_EQ(got[static_cast<size_t>(M + m)], 0.0f);  // row 1: in no group
+}
+
+TEST(LowRankAdd, ManyGroupsInOneCallEqualEachAlone) {
+  // A batch of 4 adapters (every group past the serial threshold) in one
+  // call: each row gets the bits it gets when its group is applied alone.
+  std::mt19937 g(13);
+  const int64_t N = 30, K = 256, M = 384, r = 16;
+  Tensor x = randn({N, K}, g);
+  Tensor y0 = randn({N, M}, g);
+  std::vector<Weight> a(4), b(4);
+  std::vector<std::vector<int64_t>> rows(4);
+  std::vector<LowRankGroup> groups;
+  for (int i = 0; i < 4; ++i) {
+    a[i].data = randn({r, K}, g).to(i % 2 ? DType::BF16 : DType::F32);
+    b[i].data = randn({M, r}, g).to(i % 2 ? DType::BF16 : DType::F32);
+    for (int64_t row = i; row < N - 2; row += 4) rows[i].push_back(row);  // the last 2 rows: no adapter
+  }
+  for (int i = 0; i < 4; ++i) groups.push_back({&a[i], &b[i], rows[i]});
+  Tensor all = Tensor::from_f32(y0.to_f32_vector(), {N, M});
+  ops::low_rank_add(all, x, groups);
+  Tensor alone = Tensor::from_f32(y0.to_f32_vector(), {N, M});
+  for (const LowRankGroup& grp : groups) ops::low_rank_add(alone, x, {grp});
+  auto p = all.to_f32_vector(), q = alone.to_f32_vector();
+  ASSERT_EQ(p.size(), q.size());
+  EXPECT_EQ(std::memcmp(p.data(), q.data(), p.size() * sizeof(float)), 0);
+  auto base = y0.to_f32_vector();
+  for (int64_t row : {N - 2, N - 1})
+    for (int64_t m = 0; m < M; ++m) EXPECT_EQ(p[static_cast<size_t>(row * M + m)], base[static_cast<size_t>(row * M + m)]);
 }

@@ -11,8 +11,8 @@
 // rows. Each score is one dot in lanes over d, and the keys of a block (16
 // on AVX-512, 8 on AVX2) are reduced together by a transpose-add network;
 // a level without one reduces key by key.
-template <class V, int RK, bool kFull>
-inline void attn_scores_block(const float* q, const float* k, int64_t ld, int64_t x0, int64_t x1, int64_t xb,
+template <class V, class L, int RK, bool kFull>
+inline void attn_scores_block(const float* q, const typename L::T* k, int64_t ld, int64_t x0, int64_t x1, int64_t xb,
                               int64_t d, float* s) {
   using R = typename V::R;
   R acc[RK];
@@ -22,19 +22,20 @@ inline void attn_scores_block(const float* q, const float* k, int64_t ld, int64_
     const R qv = V::load(q + c);
 #pragma GCC unroll 16
     for (int x = 0; x < RK; ++x)
-      if (kFull || (xb + x >= x0 && xb + x < x1)) acc[x] = V::fma(qv, V::load(k + (xb + x - x0) * ld + c), acc[x]);
+      if (kFull || (xb + x >= x0 && xb + x < x1)) acc[x] = V::fma(qv, L::load(k + (xb + x - x0) * ld + c), acc[x]);
   }
   if (dfull < d) {
     const auto rem = static_cast<size_t>(d - dfull);
-    float qt[V::W], kt[V::W];
+    float qt[V::W];
+    typename L::T kt[V::W];
     std::memset(qt, 0, sizeof(qt));
     std::memcpy(qt, q + dfull, rem * sizeof(float));
     const R qv = V::load(qt);
     for (int x = 0; x < RK; ++x) {
       if (xb + x < x0 || xb + x >= x1) continue;
       std::memset(kt, 0, sizeof(kt));
-      std::memcpy(kt, k + (xb + x - x0) * ld + dfull, rem * sizeof(float));
-      acc[x] = V::fma(qv, V::load(kt), acc[x]);
+      std::memcpy(kt, k + (xb + x - x0) * ld + dfull, rem * sizeof(kt[0]));
+      acc[x] = V::fma(qv, L::load(kt), acc[x]);
     }
   }
   if constexpr (RK == 16)
@@ -44,23 +45,24 @@ inline void attn_scores_block(const float* q, const float* k, int64_t ld, int64_
 }
 
 // A full tile (16 rows) takes the branch-free form.
-template <class V>
-inline void attn_scores(const float* q, const float* k, int64_t ld, int64_t x0, int64_t n, int64_t d, float* s) {
+template <class V, class L>
+inline void attn_scores(const float* q, const typename L::T* k, int64_t ld, int64_t x0, int64_t n, int64_t d,
+                        float* s) {
   constexpr int kRK = V::kReduce16 && V::W == kAttnTile ? 16 : V::kReduce8 ? 8 : 0;  // keys reduced together
   const int64_t x1 = x0 + n;
   const bool full = x0 == 0 && n == kAttnTile;
   if constexpr (kRK > 0) {
     for (int64_t xb = 0; xb < kAttnTile; xb += kRK)
       if (full) {
-        attn_scores_block<V, kRK, true>(q, k, ld, x0, x1, xb, d, s);
+        attn_scores_block<V, L, kRK, true>(q, k, ld, x0, x1, xb, d, s);
       } else if (xb < x1 && xb + kRK > x0) {
-        attn_scores_block<V, kRK, false>(q, k, ld, x0, x1, xb, d, s);
+        attn_scores_block<V, L, kRK, false>(q, k, ld, x0, x1, xb, d, s);
       } else {
         for (int64_t x = xb; x < xb + kRK; ++x) s[x] = 0.0f;
       }
   } else {
     for (int64_t x = 0; x < kAttnTile; ++x) s[x] = 0.0f;
-    for (int64_t x = x0; x < x1; ++x) tile<V, LoadF32<V>, 1, 1, false>(q, 0, k + (x - x0) * ld, ld, d, s + x, 0);
+    for (int64_t x = x0; x < x1; ++x) tile<V, L, 1, 1, false>(q, 0, k + (x - x0) * ld, ld, d, s + x, 0);
   }
 }
 
@@ -69,8 +71,9 @@ inline void attn_scores(const float* q, const float* k, int64_t ld, int64_t x0, 
 // fused multiply-adds over d as attn_scores_block's and goes through the
 // same reduction, so a vector gets the same bits either way; keys go KH at a
 // time so the QB x KH accumulators stay in registers.
-template <class V, int RK, int QB, int KH>
-inline void attn_scores_full_multi(const float* const* q, const float* k, int64_t ld, int64_t d, float* const* s) {
+template <class V, class L, int RK, int QB, int KH>
+inline void attn_scores_full_multi(const float* const* q, const typename L::T* k, int64_t ld, int64_t d,
+                                   float* const* s) {
   using R = typename V::R;
   static_assert(RK % KH == 0, "keys in whole passes");
   for (int64_t xb = 0; xb < kAttnTile; xb += RK) {
@@ -79,13 +82,13 @@ inline void attn_scores_full_multi(const float* const* q, const float* k, int64_
       R acc[QB][KH];
       for (int i = 0; i < QB; ++i)
         for (int x = 0; x < KH; ++x) acc[i][x] = V::zero();
-      const float* kr = k + (xb + kh) * ld;
+      const typename L::T* kr = k + (xb + kh) * ld;
       for (int64_t c = 0; c < d; c += V::W) {
         R qv[QB];
         for (int i = 0; i < QB; ++i) qv[i] = V::load(q[i] + c);
 #pragma GCC unroll 8
         for (int x = 0; x < KH; ++x) {
-          const R kv = V::load(kr + x * ld + c);
+          const R kv = L::load(kr + x * ld + c);
           for (int i = 0; i < QB; ++i) acc[i][x] = V::fma(qv[i], kv, acc[i][x]);
         }
       }
@@ -101,8 +104,8 @@ inline void attn_scores_full_multi(const float* const* q, const float* k, int64_
 // that see the whole of a full tile go three at a time; the rest one by one.
 // (AVX-512 scores one vector at a time: its 3-vector form failed a KV8 bit
 // test on an Intel AVX-512 host, cause not found; docs/cpu-backend.md.)
-template <class V>
-inline void attn_scores_all(const AttnFold& f, const float* kbase, const int64_t* lo, const int64_t* hi) {
+template <class V, class L>
+inline void attn_scores_all(const AttnFold& f, const typename L::T* kbase, const int64_t* lo, const int64_t* hi) {
   constexpr int kRK = V::W < 16 && V::kReduce8 ? 8 : 0;
   constexpr int kQB = 3;  // vectors per pass: 12 accumulators of the 16 registers
   constexpr int kKH = 4;
@@ -117,32 +120,32 @@ inline void attn_scores_all(const AttnFold& f, const float* kbase, const int64_t
         qs[nq] = f.q + i * f.d;
         ss[nq] = f.scores + i * kAttnTile;
         if (++nq == kQB) {
-          attn_scores_full_multi<V, kRK, kQB, kKH>(qs, kbase, f.k_ld, f.d, ss);
+          attn_scores_full_multi<V, L, kRK, kQB, kKH>(qs, kbase, f.k_ld, f.d, ss);
           nq = 0;
         }
       }
       if (nq == 2)
-        attn_scores_full_multi<V, kRK, 2, kKH>(qs, kbase, f.k_ld, f.d, ss);
+        attn_scores_full_multi<V, L, kRK, 2, kKH>(qs, kbase, f.k_ld, f.d, ss);
       else if (nq == 1)
-        attn_scores_full_multi<V, kRK, 1, kKH>(qs, kbase, f.k_ld, f.d, ss);
+        attn_scores_full_multi<V, L, kRK, 1, kKH>(qs, kbase, f.k_ld, f.d, ss);
       for (; g < f.G; ++g)
         if ((lo[g] != 0 || hi[g] != kAttnTile - 1) && lo[g] <= hi[g])
-          attn_scores<V>(f.q + g * f.d, kbase, f.k_ld, f.x0, f.n, f.d, f.scores + g * kAttnTile);
+          attn_scores<V, L>(f.q + g * f.d, kbase, f.k_ld, f.x0, f.n, f.d, f.scores + g * kAttnTile);
       return;
     }
   }
   for (; g < f.G; ++g)
-    if (lo[g] <= hi[g]) attn_scores<V>(f.q + g * f.d, kbase, f.k_ld, f.x0, f.n, f.d, f.scores + g * kAttnTile);
+    if (lo[g] <= hi[g]) attn_scores<V, L>(f.q + g * f.d, kbase, f.k_ld, f.x0, f.n, f.d, f.scores + g * kAttnTile);
 }
 
 // acc_g = acc_g * corr[g] + sum over visible x of p_g[x] * v_x over columns
 // [c0, c0 + NV * W), for GB vectors at once, their accumulators in
 // registers. kFull: every vector sees every lane (no per-lane test).
-template <class V, int NV, int GB, bool kFull>
+template <class V, class L, int NV, int GB, bool kFull>
 inline void attn_accumulate(const AttnFold& f, int64_t g0, int64_t c0, const int64_t* lo, const int64_t* hi,
                             const float* corr) {
   using R = typename V::R;
-  const float* vbase = static_cast<const float*>(f.v) + c0;  // lane x reads row x - x0
+  const auto* vbase = static_cast<const typename L::T*>(f.v) + c0;  // lane x reads row x - x0
   R a[GB][NV];
   int64_t xl = kAttnTile, xh = -1;
   for (int gi = 0; gi < GB; ++gi) {
@@ -152,10 +155,10 @@ inline void attn_accumulate(const AttnFold& f, int64_t g0, int64_t c0, const int
     if (lo[g0 + gi] <= hi[g0 + gi]) xl = imin(xl, lo[g0 + gi]), xh = imax(xh, hi[g0 + gi]);
   }
   for (int64_t x = xl; x <= xh; ++x) {
-    const float* vr = vbase + (x - f.x0) * f.v_ld;
+    const typename L::T* vr = vbase + (x - f.x0) * f.v_ld;
     R vv[NV];
     for (int j = 0; j < NV; ++j) {
-      vv[j] = V::load(vr + j * V::W);
+      vv[j] = L::load(vr + j * V::W);
       if constexpr (GB > 1) V::pin(vv[j]);
     }
     for (int gi = 0; gi < GB; ++gi) {
@@ -170,7 +173,7 @@ inline void attn_accumulate(const AttnFold& f, int64_t g0, int64_t c0, const int
 
 // Vectors [0, G) in blocks of GB (then one at a time), columns in windows of
 // NV registers.
-template <class V, int NV, int GB>
+template <class V, class L, int NV, int GB>
 inline void attn_accumulate_range(const AttnFold& f, const int64_t* lo, const int64_t* hi, const float* corr) {
   auto all_full = [&](int64_t g, int64_t n) {
     for (int64_t i = g; i < g + n; ++i)
@@ -181,18 +184,18 @@ inline void attn_accumulate_range(const AttnFold& f, const int64_t* lo, const in
     int64_t g = 0;
     for (; g + GB <= f.G; g += GB) {
       if (all_full(g, GB))
-        attn_accumulate<V, NV, GB, true>(f, g, c0, lo, hi, corr);
+        attn_accumulate<V, L, NV, GB, true>(f, g, c0, lo, hi, corr);
       else
-        attn_accumulate<V, NV, GB, false>(f, g, c0, lo, hi, corr);
+        attn_accumulate<V, L, NV, GB, false>(f, g, c0, lo, hi, corr);
     }
-    for (; g < f.G; ++g) attn_accumulate<V, NV, 1, false>(f, g, c0, lo, hi, corr);
+    for (; g < f.G; ++g) attn_accumulate<V, L, NV, 1, false>(f, g, c0, lo, hi, corr);
   }
 }
 
 // Register blocks where dv is whole registers; other widths take axpy's
 // padded-tail path (the same fused multiply-add per value, so the bits do
 // not depend on it).
-template <class V>
+template <class V, class L>
 inline void attn_accumulate_all(const AttnFold& f, const int64_t* lo, const int64_t* hi, const float* corr) {
   // Accumulators kept beside one value row and a broadcast: 32 registers
   // on AVX-512, 16 on AVX2.
@@ -200,28 +203,28 @@ inline void attn_accumulate_all(const AttnFold& f, const int64_t* lo, const int6
   constexpr int kWin = V::W >= 16 ? 8 : 4;  // value registers per column window
   if (f.dv % V::W == 0) {
     const int64_t nv = f.dv / V::W;
-    if (nv == 1) return attn_accumulate_range<V, 1, kRegs>(f, lo, hi, corr);
-    if (nv == 2) return attn_accumulate_range<V, 2, kRegs / 2>(f, lo, hi, corr);
-    if (nv % kWin == 0) return attn_accumulate_range<V, kWin, kRegs / kWin>(f, lo, hi, corr);
-    if (nv % 4 == 0) return attn_accumulate_range<V, 4, kRegs / 4>(f, lo, hi, corr);
+    if (nv == 1) return attn_accumulate_range<V, L, 1, kRegs>(f, lo, hi, corr);
+    if (nv == 2) return attn_accumulate_range<V, L, 2, kRegs / 2>(f, lo, hi, corr);
+    if (nv % kWin == 0) return attn_accumulate_range<V, L, kWin, kRegs / kWin>(f, lo, hi, corr);
+    if (nv % 4 == 0) return attn_accumulate_range<V, L, 4, kRegs / 4>(f, lo, hi, corr);
   }
-  const float* vbase = static_cast<const float*>(f.v);
+  const auto* vbase = static_cast<const typename L::T*>(f.v);
   for (int64_t g = 0; g < f.G; ++g) {
     float* ag = f.acc + g * f.dv;
     for (int64_t c = 0; c < f.dv; ++c) ag[c] *= corr[g];
     for (int64_t x = lo[g]; x <= hi[g]; ++x)
-      axpy_t<V, LoadF32<V>>(f.scores[g * kAttnTile + x], vbase + (x - f.x0) * f.v_ld, ag, f.dv);
+      axpy_t<V, L>(f.scores[g * kAttnTile + x], vbase + (x - f.x0) * f.v_ld, ag, f.dv);
   }
 }
 
-// float32 rows (16-bit ones are widened once per tile by attn_fold).
-template <class V>
-void attn_fold_f32(const AttnFold& f) {
+// Rows of L's type (float32, or 16-bit rows read in registers).
+template <class V, class L>
+void attn_fold_rows(const AttnFold& f) {
   using R = typename V::R;
   constexpr int NR = kAttnTile / V::W;
   static_assert(kAttnTile % V::W == 0, "a tile is whole registers");
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  const auto* kbase = static_cast<const float*>(f.k);
+  const auto* kbase = static_cast<const typename L::T*>(f.k);
   // Small fixed scratch: G is a block of query vectors (at most a few dozen).
   constexpr int64_t kMaxG = 64;
   int64_t lo[kMaxG], hi[kMaxG];
@@ -240,7 +243,7 @@ void attn_fold_f32(const AttnFold& f) {
       lo[g] = imax(part.first[g], f.x0);
       hi[g] = imin(part.last[g], f.x0 + f.n - 1);
     }
-    attn_scores_all<V>(part, kbase, lo, hi);
+    attn_scores_all<V, L>(part, kbase, lo, hi);
     for (int64_t g = 0; g < part.G; ++g) {
       corr[g] = 1.0f;
       if (hi[g] < lo[g]) continue;  // nothing visible: the state stays as it is
@@ -275,7 +278,7 @@ void attn_fold_f32(const AttnFold& f) {
       part.l[g] = part.l[g] * corr[g] + V::reduce(sum);
       part.m[g] = mn;
     }
-    attn_accumulate_all<V>(part, lo, hi, corr);
+    attn_accumulate_all<V, L>(part, lo, hi, corr);
   }
 }
 
@@ -286,9 +289,17 @@ void attn_widen_rows(const typename L::T* src, int64_t ld, int64_t n, int64_t di
   for (int64_t r = 0; r < n; ++r) to_f32_t<V, L>(src + r * ld, dim, dst + r * dim);
 }
 
+// A fold of this many query vectors or fewer (a decode step: the heads of one
+// KV head) reads 16-bit rows in registers; a larger one (prompt rows) widens
+// each tile once, since every vector then reads it again. The widening is
+// exact, so every product takes the same float32 values either way.
+constexpr int64_t kAttnInPlaceMaxG = 4;
+
 template <class V>
 void attn_fold(const AttnFold& f) {
-  if (f.dt == DType::F32) return attn_fold_f32<V>(f);
+  if (f.dt == DType::F32) return attn_fold_rows<V, LoadF32<V>>(f);
+  if (f.G <= kAttnInPlaceMaxG)
+    return f.dt == DType::BF16 ? attn_fold_rows<V, LoadBF16<V>>(f) : attn_fold_rows<V, LoadF16<V>>(f);
   AttnFold w = f;
   float* kf = f.convert;
   float* vf = f.convert + kAttnTile * f.d;
@@ -306,5 +317,5 @@ void attn_fold(const AttnFold& f) {
   w.k_ld = f.d;
   w.v_ld = f.dv;
   w.dt = DType::F32;
-  attn_fold_f32<V>(w);
+  attn_fold_rows<V, LoadF32<V>>(w);
 }

@@ -18,16 +18,9 @@
 using namespace ingot;
 using namespace ingot::quant;
 using ingot::quant::testing::random_blocks;
+using ingot::quant::testing::random_x;
 
 namespace {
-
-std::vector<float> random_x(int64_t n, int64_t k, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> g(0.0f, 1.0f);
-  std::vector<float> x(static_cast<size_t>(n * k));
-  for (auto& v : x) v = g(rng);
-  return x;
-}
 
 std::vector<float> run(Isa isa, const Weight& w, const std::vector<float>& x, int64_t n) {
   std::vector<float> y(static_cast<size_t>(n * w.rows()));

@@ -16,16 +16,9 @@ using namespace ingot;
 using namespace ingot::quant;
 using ingot::quant::testing::random_affine;
 using ingot::quant::testing::random_blocks;
+using ingot::quant::testing::random_x;
 
 namespace {
-
-std::vector<float> random_x(int64_t n, int64_t k, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> g(0.0f, 1.0f);
-  std::vector<float> x(static_cast<size_t>(n * k));
-  for (auto& v : x) v = g(rng);
-  return x;
-}
 
 double rel(const std::vector<float>& a, const std::vector<float>& ref) {
   double num = 0, den = 0;

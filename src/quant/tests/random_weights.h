@@ -59,4 +59,13 @@ inline Weight random_affine(int bits, int group, int64_t rows, int64_t cols, uin
   return w;
 }
 
+// n rows of k standard-normal activations (row-major).
+inline std::vector<float> random_x(int64_t n, int64_t k, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n * k));
+  for (auto& v : x) v = g(rng);
+  return x;
+}
+
 }  // namespace ingot::quant::testing

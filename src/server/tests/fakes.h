@@ -96,6 +96,11 @@ class FakeHandle : public engine::RequestHandle {
       if (wait < st_->token_delay) return false;
     }
     if (cancel_.load()) return finish(out, engine::FinishReason::Cancelled);
+    if (req_.pooling != engine::Request::Pooling::None) {
+      // An embedding request: one final chunk with a small vector, as the engine's.
+      out->embedding = {static_cast<float>(req_.prompt.size()), 1.0f, 0.5f, -0.25f};
+      return finish(out, engine::FinishReason::Stop);
+    }
     if (pos_ >= text_.size()) return finish(out, engine::FinishReason::Stop);
     if (static_cast<int64_t>(pos_) >= req_.stop.max_tokens) return finish(out, engine::FinishReason::Length);
     unsigned char c = static_cast<unsigned char>(text_[pos_++]);

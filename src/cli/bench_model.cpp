@@ -20,6 +20,7 @@
 #include "loadgen/plan.h"
 #include "loadgen/report.h"
 #include "loadgen/stats.h"
+#include "models/lora.h"
 #include "runtime/runtime.h"
 #include "util/error.h"
 #include "util/strings.h"
@@ -43,6 +44,8 @@ struct BenchModelFlags {
   double memory_budget_gb = 0;
   uint64_t seed = 0;
   std::string json_out;
+  std::vector<std::string> loras;  // adapters taken by the requests in turn
+  int max_lora_rank = 64;
 };
 
 // A batch of sequences run together: when each token of each sequence
@@ -107,8 +110,9 @@ struct Measure {
 
 class EngineBench {
  public:
-  EngineBench(engine::Engine& eng, int64_t vocab, int64_t context, uint64_t seed)
-      : eng_(eng), vocab_(vocab), context_(context), rng_(seed) {}
+  EngineBench(engine::Engine& eng, int64_t vocab, int64_t context, uint64_t seed,
+              std::vector<std::shared_ptr<const LoraAdapter>> adapters)
+      : eng_(eng), vocab_(vocab), context_(context), rng_(seed), adapters_(std::move(adapters)) {}
 
   // Prefill of `p` tokens after `depth` tokens already in the cache, for
   // `batch` sequences at once: prompt tokens computed / time to the last
@@ -175,12 +179,15 @@ class EngineBench {
     return prefixes;
   }
 
-  // Each prefix plus `extra` fresh tokens, generating `max_tokens` greedily.
+  // Each prefix plus `extra` fresh tokens, generating `max_tokens` greedily;
+  // sequence k takes adapter k modulo their count (the same one for its
+  // depth prefix, which the prefix cache keys on).
   std::vector<engine::Request> requests(const std::vector<std::vector<int32_t>>& prefixes, int64_t extra,
                                         int64_t max_tokens) {
     std::vector<engine::Request> reqs;
     for (const auto& prefix : prefixes) {
       engine::Request r;
+      if (!adapters_.empty()) r.lora = adapters_[reqs.size() % adapters_.size()];
       r.prompt = prefix;
       std::vector<int32_t> more = random_ids(extra);
       r.prompt.insert(r.prompt.end(), more.begin(), more.end());
@@ -196,6 +203,7 @@ class EngineBench {
   int64_t vocab_;
   int64_t context_;
   std::mt19937_64 rng_;
+  std::vector<std::shared_ptr<const LoraAdapter>> adapters_;
 };
 
 struct Row {
@@ -250,6 +258,8 @@ int run_bench_model(BenchModelFlags f) {
   const int64_t max_batch = *std::max_element(batches.begin(), batches.end());
 
   auto model = load_model_from_flags(f.model);
+  std::vector<std::shared_ptr<const LoraAdapter>> adapters;
+  for (const std::string& dir : f.loras) adapters.push_back(load_lora_adapter(*model, dir, {f.max_lora_rank}));
   engine::EngineOptions eo;  // serve's defaults, with room for the largest batch
   eo.max_concurrency = static_cast<int>(std::max<int64_t>(eo.max_concurrency, max_batch));
   eo.token_budget = std::max<int64_t>(eo.token_budget, max_batch);
@@ -261,7 +271,7 @@ int run_bench_model(BenchModelFlags f) {
   eo.prefix_cache_entries = 0;  // every batch's depth prefixes stay (memory permitting)
   auto eng = engine::start_engine(*model, eo, nullptr, {});
   const int64_t context = f.ctx > 0 ? f.ctx : model->config().max_position_embeddings;
-  EngineBench bench(*eng, model->vocab_size(), context, f.seed);
+  EngineBench bench(*eng, model->vocab_size(), context, f.seed, adapters);
 
   std::vector<Row> rows;
   for (int64_t b : batches)
@@ -290,8 +300,9 @@ int run_bench_model(BenchModelFlags f) {
                        " depth tokens came from the prefix cache; the rest were prefilled and counted\n");
   }
   eng->shutdown();
-  std::printf("model: %s, kv %s, device %s, median of %lld runs after a warm-up\n", f.model.model.c_str(),
-              f.model.kv.c_str(), device_name(model->device()), static_cast<long long>(f.repetitions));
+  std::printf("model: %s, kv %s, device %s, %zu LoRA adapter(s), median of %lld runs after a warm-up\n",
+              f.model.model.c_str(), f.model.kv.c_str(), device_name(model->device()), f.loras.size(),
+              static_cast<long long>(f.repetitions));
   std::fputs(loadgen::format_table({"test", "depth", "batch", "tok/s", "seconds"}, cells).c_str(), stdout);
   std::fputs(notes.c_str(), stdout);
   if (!f.json_out.empty()) {
@@ -299,7 +310,7 @@ int run_bench_model(BenchModelFlags f) {
     for (const Row& r : rows) results.push_back(row_json(r));
     json out = {{"model", f.model.model}, {"device", device_name(model->device())},  {"kv", f.model.kv},
                 {"threads", f.model.threads}, {"context", context},     {"repetitions", f.repetitions},
-                {"seed", f.seed},             {"results", results}};
+                {"seed", f.seed},             {"loras", f.loras},           {"results", results}};
     std::ofstream file(f.json_out);
     file << out.dump(2) << "\n";
     if (!file) fail(ErrorKind::Io, "cannot write ", f.json_out);
@@ -329,6 +340,10 @@ void register_bench_model(CLI::App& bench) {
   sub->add_option("--memory-budget", f->memory_budget_gb, "GB for weights + KV cache (0: machine memory)");
   sub->add_option("--seed", f->seed, "seed of the random prompt ids")->capture_default_str();
   sub->add_option("--json", f->json_out, "also write every run's numbers to FILE")->type_name("FILE");
+  sub->add_option("--lora", f->loras,
+                  "LoRA adapter folder (PEFT or MLX-LM), repeatable: the sequences of a batch take them in turn")
+      ->type_name("DIR");
+  sub->add_option("--max-lora-rank", f->max_lora_rank, "largest adapter rank accepted")->capture_default_str();
 }
 
 }  // namespace ingot::cli

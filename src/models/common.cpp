@@ -121,8 +121,9 @@ Tensor lora_linear(const Tensor& x, const Weight& w, const LoraBatch* lora, cons
 
 Tensor dense_mlp(GluOp act, const Tensor& h, const Weight& gate, const Weight& up, const Weight& down,
                  const ActRound& r, const LoraBatch* lora, const LoraSite& site) {
-  Tensor g = r(lora_linear(h, gate, lora, site, LoraTarget::Gate));
-  Tensor u = r(lora_linear(h, up, lora, site, LoraTarget::Up));
+  std::vector<Tensor> gu = ops::linear_many(h, {&gate, &up}, {});
+  if (lora && !lora->empty()) lora->add({{&gu[0], LoraTarget::Gate}, {&gu[1], LoraTarget::Up}}, h, site);
+  Tensor g = r(gu[0]), u = r(gu[1]);
   return r(lora_linear(r(ops::glu(act, g, u)), down, lora, site, LoraTarget::Down));
 }
 

@@ -114,8 +114,7 @@ Tensor DecoderModel::attention_block(const Layer& L, int li, const Tensor& h, co
   std::vector<const Tensor*> qkv_bias;
   if (opt_.qkv_bias) qkv_bias = {&L.bq, &L.bk, &L.bv};
   std::vector<Tensor> qkv = ops::linear_many(h, {&L.wq, &L.wk, &L.wv}, qkv_bias);
-  if (!lora.empty())
-    for (int i = 0; i < 3; ++i) lora.add(qkv[static_cast<size_t>(i)], h, li, static_cast<LoraTarget>(i));
+  lora.add({{&qkv[0], LoraTarget::Q}, {&qkv[1], LoraTarget::K}, {&qkv[2], LoraTarget::V}}, h, LoraSite{li});
   Tensor q = qkv[0].reshape({N, H, D});
   Tensor k = qkv[1].reshape({N, KV, D});
   Tensor v = qkv[2].reshape({N, KV, D});
@@ -175,10 +174,9 @@ Tensor DecoderModel::forward(const BatchInput& in) {
     if (lora.empty()) {
       a = ops::glu_linear(GluOp::SwiGlu, h, L.gate, L.up, gate_b, up_b);
     } else {
-      Tensor g = ops::linear(h, L.gate, gate_b), u = ops::linear(h, L.up, up_b);
-      lora.add(g, h, l, LoraTarget::Gate);
-      lora.add(u, h, l, LoraTarget::Up);
-      a = ops::glu(GluOp::SwiGlu, g, u);
+      std::vector<Tensor> gu = ops::linear_many(h, {&L.gate, &L.up}, {gate_b, up_b});
+      lora.add({{&gu[0], LoraTarget::Gate}, {&gu[1], LoraTarget::Up}}, h, LoraSite{l});
+      a = ops::glu(GluOp::SwiGlu, gu[0], gu[1]);
     }
     x = row_parallel_residual(a, L.down, L.down_b.defined() ? &L.down_b : nullptr, x);
     lora.add(x, a, l, LoraTarget::Down);

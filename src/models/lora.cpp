@@ -297,8 +297,8 @@ std::shared_ptr<const LoraAdapter> LoraAdapter::load(const std::string& dir, con
            "] does not match the base projection [", rows, ", ", cols, "] (an adapter for another model?)");
     auto pair = std::make_unique<Pair>();
     pair->a.data = a.to(targets.dtype).to(device);
-    pair->b.data = b.to(targets.dtype).to(device);
-    out->bytes_ += pair->a.nbytes() + pair->b.nbytes();
+    pair->bt.data = b.transpose(0, 1).contiguous().to(targets.dtype).to(device);
+    out->bytes_ += pair->a.nbytes() + pair->bt.nbytes();
     if (expert >= 0)
       out->experts_[{layer, expert, t}] = std::move(pair);
     else
@@ -313,14 +313,14 @@ bool LoraAdapter::fits(const LoraTargets& targets) const {
     for (int t = 0; t < kLoraTargets; ++t)
       if (const Pair* p = layers_[l][static_cast<size_t>(t)].get()) {
         const auto [rows, cols] = targets.shape_of(static_cast<int64_t>(l), static_cast<LoraTarget>(t));
-        if (p->b.rows() != rows || p->a.cols() != cols) return false;
+        if (p->bt.cols() != rows || p->a.cols() != cols) return false;
       }
   for (const auto& [where, p] : experts_) {
     const auto [layer, expert, t] = where;
     if (static_cast<size_t>(layer) >= targets.experts.size()) return false;
     const LoraTargets::Experts& e = targets.experts[static_cast<size_t>(layer)];
     const auto [rows, cols] = e.shape[static_cast<size_t>(t)];
-    if (expert >= e.count || p->b.rows() != rows || p->a.cols() != cols) return false;
+    if (expert >= e.count || p->bt.cols() != rows || p->a.cols() != cols) return false;
   }
   return true;
 }
@@ -359,14 +359,14 @@ LoraBatch::LoraBatch(const BatchInput& in) {
   if (groups_.size() == 1 && static_cast<int64_t>(groups_[0].rows.size()) == total) groups_[0].rows.clear();
 }
 
-void LoraBatch::add(Tensor& y, const Tensor& x, const LoraSite& site, LoraTarget t) const {
+std::vector<LowRankGroup> LoraBatch::groups_for(const LoraSite& site, LoraTarget t) const {
   std::vector<LowRankGroup> work;
   for (const Group& g : groups_) {
     const LoraAdapter::Pair* p =
         site.expert < 0 ? g.adapter->pair(site.layer, t) : g.adapter->expert_pair(site.layer, site.expert, t);
     if (!p) continue;
     if (!site.rows) {
-      work.push_back({&p->a, &p->b, g.rows});
+      work.push_back({&p->a, &p->bt, g.rows});
       continue;
     }
     // Positions in y / x of the site's rows that belong to this group (both lists ascend).
@@ -382,11 +382,27 @@ void LoraBatch::add(Tensor& y, const Tensor& x, const LoraSite& site, LoraTarget
     }
     if (at.empty()) continue;
     if (at.size() == rows.size()) at.clear();  // every row of the site: no gather / scatter
-    work.push_back({&p->a, &p->b, std::move(at)});
+    work.push_back({&p->a, &p->bt, std::move(at)});
   }
-  if (work.empty()) return;
-  if (!y.is_contiguous()) y = y.contiguous();
-  ops::low_rank_add(y, x.ndim() == 2 ? x : x.reshape({x.dim(0), x.numel() / x.dim(0)}), work);
+  return work;
+}
+
+void LoraBatch::add(Tensor& y, const Tensor& x, const LoraSite& site, LoraTarget t) const {
+  add({{&y, t}}, x, site);
+}
+
+void LoraBatch::add(const std::vector<std::pair<Tensor*, LoraTarget>>& ys, const Tensor& x,
+                    const LoraSite& site) const {
+  if (groups_.empty()) return;
+  std::vector<LowRankOutput> outs;
+  for (const auto& [y, t] : ys) {
+    std::vector<LowRankGroup> work = groups_for(site, t);
+    if (work.empty()) continue;
+    if (!y->is_contiguous()) *y = y->contiguous();
+    outs.push_back({y, std::move(work)});
+  }
+  if (outs.empty()) return;
+  ops::low_rank_add(outs, x.ndim() == 2 ? x : x.reshape({x.dim(0), x.numel() / x.dim(0)}));
 }
 
 }  // namespace ingot

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "models/model.h"
@@ -80,7 +81,7 @@ class LoraAdapter {
 
   struct Pair {
     Weight a;  // [r, in] in LoraTargets::dtype
-    Weight b;  // [out, r] in LoraTargets::dtype, scale folded in
+    Weight bt;  // Bᵀ, [r, out] in LoraTargets::dtype, scale folded in
   };
   // The pair on `layer`'s projection `t`, or nullptr when the adapter leaves it alone.
   const Pair* pair(int64_t layer, LoraTarget t) const;
@@ -121,12 +122,16 @@ class LoraBatch {
   void add(Tensor& y, const Tensor& x, int64_t layer, LoraTarget t) const { add(y, x, LoraSite{layer}, t); }
   // The same at `site` (an expert's rows: y and x hold only them).
   void add(Tensor& y, const Tensor& x, const LoraSite& site, LoraTarget t) const;
+  // Every projection of `ys` reading the same x (q / k / v, gate / up), in one call.
+  void add(const std::vector<std::pair<Tensor*, LoraTarget>>& ys, const Tensor& x, const LoraSite& site) const;
 
  private:
   struct Group {
     const LoraAdapter* adapter;
     std::vector<int64_t> rows;  // empty: every row of the batch
   };
+  // The low-rank work of projection `t` at `site`: one entry per group the adapter of which targets it.
+  std::vector<LowRankGroup> groups_for(const LoraSite& site, LoraTarget t) const;
   std::vector<Group> groups_;
 };
 

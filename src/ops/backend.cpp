@@ -26,18 +26,21 @@ void Backend::scatter_add_rows(Tensor&, const Tensor&, const std::vector<int64_t
   fail(ErrorKind::Unsupported, "scatter_add_rows is not implemented on ", device_name(device()));
 }
 
-void Backend::low_rank_add(Tensor& y, const Tensor& x, const std::vector<LowRankGroup>& groups) {
-  INGOT_CHECK(y.ndim() == 2 && x.ndim() == 2 && y.dim(0) == x.dim(0), "low_rank_add y ", y.describe(), " x ",
-              x.describe());
-  for (const LowRankGroup& g : groups) {
-    INGOT_CHECK(g.a && g.b && g.a->cols() == x.dim(1) && g.b->rows() == y.dim(1) && g.b->cols() == g.a->rows());
-    std::vector<int64_t> rows = g.rows;
-    if (rows.empty())
-      for (int64_t r = 0; r < x.dim(0); ++r) rows.push_back(r);
-    const bool every_row = g.rows.empty();
-    Tensor shrunk = linear(every_row ? x : gather_rows(x, rows), *g.a, nullptr);  // [n, r]
-    Tensor expanded = linear(shrunk, *g.b, nullptr);                       // [n, M]
-    scatter_add_rows(y, expanded, rows, std::vector<float>(rows.size(), 1.0f));
+void Backend::low_rank_add(const std::vector<LowRankOutput>& outs, const Tensor& x) {
+  for (const LowRankOutput& out : outs) {
+    Tensor& y = *out.y;
+    INGOT_CHECK(y.ndim() == 2 && x.ndim() == 2 && y.dim(0) == x.dim(0), "low_rank_add y ", y.describe(), " x ",
+                x.describe());
+    for (const LowRankGroup& g : out.groups) {
+      INGOT_CHECK(g.a && g.bt && g.a->cols() == x.dim(1) && g.bt->cols() == y.dim(1) && g.bt->rows() == g.a->rows());
+      std::vector<int64_t> rows = g.rows;
+      if (rows.empty())
+        for (int64_t r = 0; r < x.dim(0); ++r) rows.push_back(r);
+      const bool every_row = g.rows.empty();
+      Tensor shrunk = linear(every_row ? x : gather_rows(x, rows), *g.a, nullptr);  // [n, r]
+      Tensor expanded = matmul(shrunk, g.bt->data);                          // [n, M]
+      scatter_add_rows(y, expanded, rows, std::vector<float>(rows.size(), 1.0f));
+    }
   }
 }
 

@@ -43,12 +43,21 @@ struct AttnParams {
 };
 
 // One group of rows sharing a low-rank update (a LoRA adapter's pair for one
-// projection): y[rows] += (x[rows] · aᵀ) · bᵀ, a [r, K], b [M, r] with the
-// adapter's scale already folded into b. rows empty: every row of x.
+// projection): y[rows] += (x[rows] · aᵀ) · bt, a [r, K], bt [r, M] (Bᵀ: the
+// expand factor laid out rank row by rank row, so the expand streams whole
+// rows of outputs) with the adapter's scale already folded in. rows empty:
+// every row of x.
 struct LowRankGroup {
   const Weight* a = nullptr;
-  const Weight* b = nullptr;
+  const Weight* bt = nullptr;
   std::vector<int64_t> rows;
+};
+
+// One projection's output and the adapter groups that update it: projections
+// reading the same input (q / k / v, gate / up) share one low_rank_add call.
+struct LowRankOutput {
+  Tensor* y = nullptr;
+  std::vector<LowRankGroup> groups;
 };
 
 // A captured step of device work (a CUDA graph) that replays as one launch.
@@ -125,12 +134,13 @@ class Backend {
   virtual void scatter_add_rows(Tensor& dst, const Tensor& src, const std::vector<int64_t>& rows,
                                 const std::vector<float>& weights);
 
-  // For each group: y[rows] += (x[rows] · aᵀ) · bᵀ, in place; y [N, M] float32
-  // contiguous, x [N, K]. Rows of different groups may interleave (a batch
-  // mixing adapters); a row in no group is left as it is. The default is a
-  // shrink (one linear per group on its gathered rows) then an expand
-  // scattered back, composed from linear / gather_rows / scatter_add_rows.
-  virtual void low_rank_add(Tensor& y, const Tensor& x, const std::vector<LowRankGroup>& groups);
+  // For each output and each of its groups: y[rows] += (x[rows] · aᵀ) · bᵀ,
+  // in place; every y [N, M_y] float32 contiguous, x [N, K]. Rows of different
+  // groups may interleave (a batch mixing adapters); a row in no group is left
+  // as it is. The default is, per group, a shrink (one linear on its gathered
+  // rows) then an expand scattered back, composed from linear / gather_rows /
+  // scatter_add_rows.
+  virtual void low_rank_add(const std::vector<LowRankOutput>& outs, const Tensor& x);
 
   // ---- Fused forms of common sequences; the defaults compose the plain ops,
   // so a backend overrides them only where one kernel does the work of several.

@@ -57,8 +57,11 @@ inline void scatter_add_rows(Tensor& dst, const Tensor& src, const std::vector<i
                              const std::vector<float>& w) {
   be(dst).scatter_add_rows(dst, src, rows, w);
 }
+inline void low_rank_add(const std::vector<LowRankOutput>& outs, const Tensor& x) {
+  if (!outs.empty()) be(x).low_rank_add(outs, x);
+}
 inline void low_rank_add(Tensor& y, const Tensor& x, const std::vector<LowRankGroup>& groups) {
-  if (!groups.empty()) be(y).low_rank_add(y, x, groups);
+  if (!groups.empty()) low_rank_add({LowRankOutput{&y, groups}}, x);
 }
 inline Tensor linear_residual(const Tensor& x, const Weight& w, const Tensor* bias, const Tensor& residual) {
   return be(x).linear_residual(x, w, bias, residual);

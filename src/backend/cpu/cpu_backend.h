@@ -39,7 +39,7 @@ class CpuBackend final : public Backend {
   void scatter_add_rows(Tensor& dst, const Tensor& src, const std::vector<int64_t>& rows,
                         const std::vector<float>& weights) override;
   // low_rank.cpp
-  void low_rank_add(Tensor& y, const Tensor& x, const std::vector<LowRankGroup>& groups) override;
+  void low_rank_add(const std::vector<LowRankOutput>& outs, const Tensor& x) override;
 };
 
 // The CPU backend (one per process), registered by runtime::init_backends().

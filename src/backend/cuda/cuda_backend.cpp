@@ -364,16 +364,22 @@ class CudaBackend final : public Backend {
                             unique);
   }
 
-  // Decode-sized batches in one launch (low_rank.h); the rest as composed by default.
-  void low_rank_add(Tensor& y, const Tensor& x_in, const std::vector<LowRankGroup>& groups) override {
-    LowRankJobs jobs;
-    DType dt = DType::F32;
-    if (y.device() != Device::CUDA || y.dtype() != DType::F32 || !y.is_contiguous() || y.ndim() != 2 ||
-        x_in.ndim() != 2 || x_in.dim(0) != y.dim(0) ||
-        !plan_low_rank(y.dim(0), x_in.dim(1), y.dim(1), groups, Device::CUDA, &jobs, &dt))
-      return Backend::low_rank_add(y, x_in, groups);
-    const Tensor x = dev_f32(x_in);
-    launch_low_rank_add(jobs, dt, x.data<float>(), y.data<float>(), x.dim(1), y.dim(1));
+  // Decode-sized batches in one launch per output (low_rank.h); the rest as
+  // composed by default.
+  void low_rank_add(const std::vector<LowRankOutput>& outs, const Tensor& x_in) override {
+    for (const LowRankOutput& out : outs) {
+      Tensor& y = *out.y;
+      LowRankJobs jobs;
+      DType dt = DType::F32;
+      if (y.device() != Device::CUDA || y.dtype() != DType::F32 || !y.is_contiguous() || y.ndim() != 2 ||
+          x_in.ndim() != 2 || x_in.dim(0) != y.dim(0) ||
+          !plan_low_rank(y.dim(0), x_in.dim(1), y.dim(1), out.groups, Device::CUDA, &jobs, &dt)) {
+        Backend::low_rank_add({out}, x_in);
+        continue;
+      }
+      const Tensor x = dev_f32(x_in);
+      launch_low_rank_add(jobs, dt, x.data<float>(), y.data<float>(), x.dim(1), y.dim(1));
+    }
   }
 
   // A recurrent state updated in place: float32, contiguous, on the device, of `shape`.

@@ -1,10 +1,11 @@
 // Each block takes one (row, adapter) job and a slice of the outputs. It
 // first shrinks its row, t = x · Aᵀ, into shared memory: every thread walks
 // its share of k for 16 rank rows at once (16 independent multiply-add
-// chains), then the block adds the threads' sums. It then adds t · B[o]ᵀ to
-// each of its outputs o. Blocks of one row recompute the shrink (rank · k
-// multiply-adds, small next to the expand's reads of B) rather than meet in a
-// second launch.
+// chains), then the block adds the threads' sums. It then adds t · Bᵀ[:, o]
+// to each of its outputs o; Bᵀ is rank-major, so a warp's loads of one rank
+// row are contiguous. Blocks of one row recompute the shrink (rank · k
+// multiply-adds, small next to the expand's reads of Bᵀ) rather than meet in
+// a second launch.
 #include "backend/cuda/low_rank.h"
 
 #include <cuda_bf16.h>
@@ -63,13 +64,13 @@ __global__ void low_rank_add_kernel(LowRankJobs jobs, const float* __restrict__ 
     }
     __syncthreads();
   }
-  const T* b = static_cast<const T*>(g.b);
+  // Bᵀ rank-major: for each j the warp's threads read consecutive outputs.
+  const T* bt = static_cast<const T*>(g.bt);
   float* yr = y + row * m;
   const int64_t stride = static_cast<int64_t>(gridDim.y) * blockDim.x;
   for (int64_t o = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x; o < m; o += stride) {
-    const T* bo = b + o * g.rank;
     float s = 0.0f;
-    for (int j = 0; j < g.rank; ++j) s = fmaf(t[j], value(bo[j]), s);
+    for (int j = 0; j < g.rank; ++j) s = fmaf(t[j], value(bt[static_cast<int64_t>(j) * m + o]), s);
     yr[o] += s;
   }
 }

@@ -16,7 +16,7 @@ constexpr int kLowRankMaxRank = 128;
 
 struct LowRankAdapter {
   const void* a = nullptr;  // [rank, k] of `dtype`
-  const void* b = nullptr;  // [m, rank] of `dtype`
+  const void* bt = nullptr;  // Bᵀ, [rank, m] of `dtype`
   int32_t rank = 0;
 };
 

@@ -22,12 +22,13 @@ bool plan_low_rank(int64_t rows, int64_t k, int64_t m, const std::vector<LowRank
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const LowRankGroup& g = groups[gi];
     const Weight& a = *g.a;
-    const Weight& b = *g.b;
-    if (!dense_float(a, device) || !dense_float(b, device) || a.dtype() != b.dtype() || (gi && a.dtype() != *dtype) ||
-        a.cols() != k || b.rows() != m || b.cols() != a.rows() || a.rows() < 1 || a.rows() > kLowRankMaxRank)
+    const Weight& bt = *g.bt;
+    if (!dense_float(a, device) || !dense_float(bt, device) || a.dtype() != bt.dtype() ||
+        (gi && a.dtype() != *dtype) || a.cols() != k || bt.cols() != m || bt.rows() != a.rows() || a.rows() < 1 ||
+        a.rows() > kLowRankMaxRank)
       return false;
     *dtype = a.dtype();
-    jobs->adapter[gi] = {a.data.raw(), b.data.raw(), static_cast<int32_t>(a.rows())};
+    jobs->adapter[gi] = {a.data.raw(), bt.data.raw(), static_cast<int32_t>(a.rows())};
     const int64_t n = g.rows.empty() ? rows : static_cast<int64_t>(g.rows.size());
     for (int64_t i = 0; i < n; ++i) {
       const int64_t r = g.rows.empty() ? i : g.rows[static_cast<size_t>(i)];

@@ -10,6 +10,7 @@
 #include "models/moe.h"
 #include "models/weights.h"
 #include "ops/ops.h"
+#include "util/error.h"
 
 using namespace ingot;
 
@@ -138,16 +139,16 @@ TEST(LowRankAdd, InterleavedGroupsEqualPerRowLoop) {
   Tensor y0 = randn({N, M}, g);
   Weight a1, b1, a2, b2;
   a1.data = randn({3, K}, g);
-  b1.data = randn({M, 3}, g);
+  b1.data = randn({3, M}, g);  // Bᵀ
   a2.data = randn({5, K}, g);
-  b2.data = randn({M, 5}, g);
+  b2.data = randn({5, M}, g);
   const std::vector<int64_t> rows1 = {0, 3, 4}, rows2 = {1, 6};
   const std::vector<LowRankGroup> groups = {{&a1, &b1, rows1}, {&a2, &b2, rows2}};
   Tensor y = Tensor::from_f32(y0.to_f32_vector(), {N, M});
   ops::low_rank_add(y, x, groups);
   // The composed default (what a backend without its own kernel runs) agrees.
   Tensor composed = Tensor::from_f32(y0.to_f32_vector(), {N, M});
-  backend(Device::CPU).Backend::low_rank_add(composed, x, groups);
+  backend(Device::CPU).Backend::low_rank_add({LowRankOutput{&composed, groups}}, x);
   EXPECT_LT(rel(composed, y), 1e-6);
   auto X = x.to_f32_vector(), Y = y0.to_f32_vector();
   auto apply = [&](const Weight& a, const Weight& b, int64_t r, const std::vector<int64_t>& rows) {
@@ -158,7 +159,7 @@ TEST(LowRankAdd, InterleavedGroupsEqualPerRowLoop) {
         for (int64_t j = 0; j < r; ++j) {
           double t = 0;
           for (int64_t k = 0; k < K; ++k) t += double(A[j * K + k]) * X[row * K + k];
-          s += double(B[m * r + j]) * t;
+          s += double(B[j * M + m]) * t;
         }
         Y[row * M + m] += static_cast<float>(s);
       }
@@ -186,7 +187,7 @@ TEST(LowRankAdd, LargeGroupsOnThePoolAndBf16Factors) {
   Tensor x = randn({N, K}, g);
   Weight a, b, a16, b16;
   a.data = randn({r, K}, g);
-  b.data = randn({M, r}, g);
+  b.data = randn({r, M}, g);
   a16.data = a.data.to(DType::BF16);
   b16.data = b.data.to(DType::BF16);
   std::vector<int64_t> rows;
@@ -195,7 +196,7 @@ TEST(LowRankAdd, LargeGroupsOnThePoolAndBf16Factors) {
   ops::low_rank_add(y, x, {{&a, &b, rows}});
   ops::low_rank_add(y16, x, {{&a16, &b16, rows}});
   Tensor want = Tensor::zeros({N, M}, DType::F32);
-  backend(Device::CPU).Backend::low_rank_add(want, x, {{&a, &b, rows}});
+  backend(Device::CPU).Backend::low_rank_add({LowRankOutput{&want, {{&a, &b, rows}}}}, x);
   EXPECT_LT(rel(y, want), 1e-6);
   EXPECT_LT(rel(y16, want), 2e-2);
   EXPECT_GT(rel(y16, want), 0.0);
@@ -215,7 +216,7 @@ TEST(LowRankAdd, ManyGroupsInOneCallEqualEachAlone) {
   std::vector<LowRankGroup> groups;
   for (int i = 0; i < 4; ++i) {
     a[i].data = randn({r, K}, g).to(i % 2 ? DType::BF16 : DType::F32);
-    b[i].data = randn({M, r}, g).to(i % 2 ? DType::BF16 : DType::F32);
+    b[i].data = randn({r, M}, g).to(i % 2 ? DType::BF16 : DType::F32);
     for (int64_t row = i; row < N - 2; row += 4) rows[i].push_back(row);  // the last 2 rows: no adapter
   }
   for (int i = 0; i < 4; ++i) groups.push_back({&a[i], &b[i], rows[i]});
@@ -229,4 +230,68 @@ TEST(LowRankAdd, ManyGroupsInOneCallEqualEachAlone) {
   auto base = y0.to_f32_vector();
   for (int64_t row : {N - 2, N - 1})
     for (int64_t m = 0; m < M; ++m) EXPECT_EQ(p[static_cast<size_t>(row * M + m)], base[static_cast<size_t>(row * M + m)]);
+}
+
+TEST(LowRankAdd, ProjectionsOfOneInputInOneCallEqualEachAlone) {
+  // q / k / v-like outputs of one input with two adapter groups, at sizes
+  // that take each of the CPU's paths (one thread; one pool pass repeating
+  // the shrinks; shrink and expand passes): the bits of each output alone,
+  // and the composed default's values.
+  struct Case {
+    int64_t N, K;
+  };
+  for (const Case c : {Case{1, 8}, Case{1, 576}, Case{2, 576}, Case{16, 576}}) {
+    SCOPED_TRACE(testing::Message() << "N " << c.N << " K " << c.K);
+    std::mt19937 g(static_cast<unsigned>(20 + c.N + c.K));
+    const int64_t r = 16;
+    const std::vector<int64_t> Ms = c.K > 8 ? std::vector<int64_t>{576, 192, 200} : std::vector<int64_t>{24, 8, 12};
+    Tensor x = randn({c.N, c.K}, g);
+    std::vector<Weight> a(6), b(6);
+    std::vector<int64_t> even, odd;
+    for (int64_t row = 0; row < c.N; ++row) (row % 2 ? odd : even).push_back(row);
+    std::vector<Tensor> y0, fused, alone, composed;
+    std::vector<LowRankOutput> outs, outs_composed;
+    for (size_t o = 0; o < Ms.size(); ++o) {
+      y0.push_back(randn({c.N, Ms[o]}, g));
+      for (size_t k = 0; k < 2; ++k) {
+        a[2 * o + k].data = randn({r, c.K}, g).to(k ? DType::BF16 : DType::F32);
+        b[2 * o + k].data = randn({r, Ms[o]}, g).to(k ? DType::BF16 : DType::F32);
+      }
+    }
+    for (size_t o = 0; o < Ms.size(); ++o) {
+      fused.push_back(y0[o].clone());
+      alone.push_back(y0[o].clone());
+      composed.push_back(y0[o].clone());
+    }
+    for (size_t o = 0; o < Ms.size(); ++o) {
+      // Output 1 takes only the first adapter; the others take both.
+      std::vector<LowRankGroup> groups = {{&a[2 * o], &b[2 * o], even}};
+      if (o != 1 && !odd.empty()) groups.push_back({&a[2 * o + 1], &b[2 * o + 1], odd});
+      outs.push_back({&fused[o], groups});
+      outs_composed.push_back({&composed[o], groups});
+      ops::low_rank_add(alone[o], x, groups);
+    }
+    ops::low_rank_add(outs, x);
+    backend(Device::CPU).Backend::low_rank_add(outs_composed, x);
+    for (size_t o = 0; o < Ms.size(); ++o) {
+      auto p = fused[o].to_f32_vector(), q = alone[o].to_f32_vector();
+      EXPECT_EQ(std::memcmp(p.data(), q.data(), p.size() * sizeof(float)), 0) << "output " << o;
+      EXPECT_LT(rel(fused[o], composed[o]), 1e-5) << "output " << o;
+      EXPECT_GT(rel(fused[o], y0[o]), 1e-3) << "output " << o;  // the update happened
+    }
+  }
+}
+
+TEST(LowRankAdd, RefusesFactorsThatDoNotFit) {
+  std::mt19937 g(14);
+  Tensor x = randn({2, 32}, g);
+  Tensor y = Tensor::zeros({2, 48}, DType::F32), y2 = Tensor::zeros({2, 40}, DType::F32);
+  Weight a, b;
+  a.data = randn({4, 32}, g);
+  b.data = randn({4, 48}, g);
+  // b has 48 outputs, y2 40: an error, and the fitting output is left untouched.
+  EXPECT_THROW(ops::low_rank_add({LowRankOutput{&y, {{&a, &b, {}}}}, LowRankOutput{&y2, {{&a, &b, {}}}}}, x), Error);
+  for (float v : y.to_f32_vector()) EXPECT_EQ(v, 0.0f);
+  // A row outside the batch.
+  EXPECT_THROW(ops::low_rank_add(y, x, {{&a, &b, {0, 2}}}), Error);
 }

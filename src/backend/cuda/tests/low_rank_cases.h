@@ -21,7 +21,7 @@ struct Adapter {
 inline Adapter adapter(int64_t rank, int64_t k, int64_t m, DType dt, uint32_t seed, Device d = Device::CPU) {
   Adapter ad;
   ad.a.data = randn({rank, k}, seed, 0.1f).to(dt).to(d);
-  ad.b.data = randn({m, rank}, seed + 1, 0.1f).to(dt).to(d);
+  ad.b.data = randn({rank, m}, seed + 1, 0.1f).to(dt).to(d);  // Bᵀ
   return ad;
 }
 
@@ -39,7 +39,7 @@ inline std::vector<float> on_cpu(const Tensor& x, const Tensor& y, const std::ve
   }
   // A copy: y may already live on the host, and the update is in place.
   Tensor out = y.to(Device::CPU).clone();
-  cpu::backend()->low_rank_add(out, x.to(Device::CPU), groups);
+  cpu::backend()->low_rank_add({LowRankOutput{&out, groups}}, x.to(Device::CPU));
   return out.to_f32_vector();
 }
 

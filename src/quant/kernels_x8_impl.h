@@ -17,6 +17,16 @@
 inline __m256 load_f16x8(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 #endif
 
+// Asks for the bytes of the block that comes `kAhead` bytes after pb while
+// this one is computed. A group's blocks follow one another in memory, yet
+// with the hardware prefetcher alone the products waited on their weight
+// loads (bench/RESULTS.md, 2026-12-07 17:00). Prefetches never fault, so
+// reading past a weight's end is harmless.
+template <int kBlock, int kAhead>
+inline void prefetch_ahead(const uint8_t* pb) {
+  for (int o = 0; o < kBlock + 64; o += 64) __builtin_prefetch(pb + kAhead + o, 0, 3);
+}
+
 struct Q8x8 {
   static constexpr GroupLayout kL = kQ8_0Groups;
   static constexpr int kBlock = kL.group_block();
@@ -58,6 +68,7 @@ struct Q8x8 {
       __m256 acc = _mm256_setzero_ps();
       for (int64_t b = 0; b < nb; ++b) {
         const uint8_t* pb = p + b * kBlock;
+        if (i == 0) prefetch_ahead<kBlock, 4 * kBlock>(pb);
         const XBlock& xb = x[i * nb + b];
         const __m256 dd = _mm256_mul_ps(load_f16x8(pb), _mm256_set1_ps(xb.d16));
         acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dots(pb, xb)), dd, acc);
@@ -158,6 +169,7 @@ struct Q4x8 {
     for (int i = 0; i < C; ++i) acc[i] = _mm256_setzero_ps(), off[i] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* pb = p + b * kBlock;
+      prefetch_ahead<kBlock, 8 * kBlock>(pb);
       const Unpacked u = unpack(pb);
       const __m256 d = load_f16x8(pb);
       for (int i = 0; i < C; ++i) step(pb, u, d, x[i * nb + b], acc[i], off[i]);

@@ -43,7 +43,9 @@ std::map<Device, PagedKernels>& kernels() {
   return m;
 }
 
-// Dequantizes n rows of `dim` codes (+ per-group scale, bias) into out.
+// Dequantizes n rows of `dim` codes (+ per-group scale, bias) into out, one
+// fused multiply-add per value as kv::dequantize_row, so the direct and gather
+// paths see the same floats whatever each was compiled for.
 INGOT_ISA_CLONES
 void dequant_tile(KvQuant q, const uint8_t* codes, const float* params, int64_t n, int64_t dim, int64_t group,
                   size_t row_bytes, size_t row_params, float* out) {
@@ -55,12 +57,12 @@ void dequant_tile(KvQuant q, const uint8_t* codes, const float* params, int64_t 
       const float sc = pr[2 * gi], bi = pr[2 * gi + 1];
       if (q == KvQuant::Q8) {
 #pragma omp simd
-        for (int64_t x = g0; x < g0 + group; ++x) o[x] = static_cast<float>(c[x]) * sc + bi;
+        for (int64_t x = g0; x < g0 + group; ++x) o[x] = std::fma(static_cast<float>(c[x]), sc, bi);
       } else {
 #pragma omp simd
         for (int64_t x = g0 / 2; x < (g0 + group) / 2; ++x) {
-          o[2 * x] = static_cast<float>(c[x] & 15) * sc + bi;
-          o[2 * x + 1] = static_cast<float>(c[x] >> 4) * sc + bi;
+          o[2 * x] = std::fma(static_cast<float>(c[x] & 15), sc, bi);
+          o[2 * x + 1] = std::fma(static_cast<float>(c[x] >> 4), sc, bi);
         }
       }
     }

@@ -121,12 +121,12 @@ void dequantize_row(KvQuant q, const uint8_t* codes, const float* params, int64_
   for (int64_t g0 = 0, gi = 0; g0 < dim; g0 += group, ++gi) {
     const float scale = params[2 * gi], bias = params[2 * gi + 1];
     if (q == KvQuant::Q8) {
-      for (int64_t c = g0; c < g0 + group; ++c) out[c] = static_cast<float>(codes[c]) * scale + bias;
+      for (int64_t c = g0; c < g0 + group; ++c) out[c] = std::fma(static_cast<float>(codes[c]), scale, bias);
     } else {
       for (int64_t c = g0; c < g0 + group; c += 2) {
         const uint8_t b = codes[c / 2];
-        out[c] = static_cast<float>(b & 15) * scale + bias;
-        out[c + 1] = static_cast<float>(b >> 4) * scale + bias;
+        out[c] = std::fma(static_cast<float>(b & 15), scale, bias);
+        out[c + 1] = std::fma(static_cast<float>(b >> 4), scale, bias);
       }
     }
   }

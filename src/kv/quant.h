@@ -1,5 +1,5 @@
 // Affine KV quantization: each group of `group` values along a row keeps a
-// float32 (scale, bias) pair; value = code * scale + bias, codes 0..255 (KV8)
+// float32 (scale, bias) pair; value = fma(code, scale, bias), codes 0..255 (KV8)
 // or 0..15 packed two per byte, low nibble first (KV4).
 //
 // KV4 rows are rotated before they are quantized: an orthonormal Hadamard

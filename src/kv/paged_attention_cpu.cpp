@@ -15,23 +15,7 @@
 #include "kv/paged_attention.h"
 #include "kv/quant.h"
 #include "util/error.h"
-
-// Per-ISA clones dispatched by an ifunc resolver. ThreadSanitizer instruments
-// the resolver, which the loader runs before the sanitizer is set up (a crash
-// at start-up), so that build keeps the portable version only.
-#if defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define INGOT_NO_IFUNC 1
-#endif
-#endif
-#if defined(__SANITIZE_THREAD__)
-#define INGOT_NO_IFUNC 1
-#endif
-#ifdef INGOT_NO_IFUNC
-#define INGOT_ISA_CLONES
-#else
-#define INGOT_ISA_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
+#include "util/isa_clones.h"
 
 namespace ingot::kv {
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "util/isa_clones.h"
+
 namespace ingot::kv {
 
 namespace {
@@ -116,6 +118,7 @@ void quantize_row(KvQuant q, const float* x, int64_t dim, int64_t group, uint8_t
   }
 }
 
+INGOT_ISA_CLONES
 void dequantize_row(KvQuant q, const uint8_t* codes, const float* params, int64_t dim, int64_t group,
                     float* out) {
   for (int64_t g0 = 0, gi = 0; g0 < dim; g0 += group, ++gi) {

@@ -27,30 +27,14 @@ std::map<Device, PagedKernels>& kernels() {
   return m;
 }
 
-// Dequantizes n rows of `dim` codes (+ per-group scale, bias) into out, one
-// fused multiply-add per value as kv::dequantize_row, so the direct and gather
-// paths see the same floats whatever each was compiled for.
+// Dequantizes n rows of `dim` codes (+ per-group scale, bias) into out, with
+// kv::dequantize_values compiled for this clone's ISA.
 INGOT_ISA_CLONES
 void dequant_tile(KvQuant q, const uint8_t* codes, const float* params, int64_t n, int64_t dim, int64_t group,
                   size_t row_bytes, size_t row_params, float* out) {
-  for (int64_t r = 0; r < n; ++r) {
-    const uint8_t* c = codes + static_cast<size_t>(r) * row_bytes;
-    const float* pr = params + static_cast<size_t>(r) * row_params;
-    float* o = out + r * dim;
-    for (int64_t g0 = 0, gi = 0; g0 < dim; g0 += group, ++gi) {
-      const float sc = pr[2 * gi], bi = pr[2 * gi + 1];
-      if (q == KvQuant::Q8) {
-#pragma omp simd
-        for (int64_t x = g0; x < g0 + group; ++x) o[x] = std::fma(static_cast<float>(c[x]), sc, bi);
-      } else {
-#pragma omp simd
-        for (int64_t x = g0 / 2; x < (g0 + group) / 2; ++x) {
-          o[2 * x] = std::fma(static_cast<float>(c[x] & 15), sc, bi);
-          o[2 * x + 1] = std::fma(static_cast<float>(c[x] >> 4), sc, bi);
-        }
-      }
-    }
-  }
+  for (int64_t r = 0; r < n; ++r)
+    dequantize_values(q, codes + static_cast<size_t>(r) * row_bytes, params + static_cast<size_t>(r) * row_params,
+                      dim, group, out + r * dim);
 }
 
 // A sequence's K/V in a layer pool as the CPU attention kernel's tiles.

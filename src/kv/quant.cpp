@@ -121,18 +121,7 @@ void quantize_row(KvQuant q, const float* x, int64_t dim, int64_t group, uint8_t
 INGOT_ISA_CLONES
 void dequantize_row(KvQuant q, const uint8_t* codes, const float* params, int64_t dim, int64_t group,
                     float* out) {
-  for (int64_t g0 = 0, gi = 0; g0 < dim; g0 += group, ++gi) {
-    const float scale = params[2 * gi], bias = params[2 * gi + 1];
-    if (q == KvQuant::Q8) {
-      for (int64_t c = g0; c < g0 + group; ++c) out[c] = std::fma(static_cast<float>(codes[c]), scale, bias);
-    } else {
-      for (int64_t c = g0; c < g0 + group; c += 2) {
-        const uint8_t b = codes[c / 2];
-        out[c] = std::fma(static_cast<float>(b & 15), scale, bias);
-        out[c + 1] = std::fma(static_cast<float>(b >> 4), scale, bias);
-      }
-    }
-  }
+  dequantize_values(q, codes, params, dim, group, out);
 }
 
 }  // namespace ingot::kv

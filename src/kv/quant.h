@@ -8,6 +8,7 @@
 // fine steps. The transform is its own inverse and preserves dot products,
 // so attention runs in the rotated basis (rotated query, output rotated back).
 #pragma once
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -29,8 +30,26 @@ void hadamard_row(float* x, int64_t dim);
 // Quantizes one row of `dim` floats (already rotated for KV4): codes (dim or dim/2 bytes) and
 // params (2 floats per group: scale, bias).
 void quantize_row(KvQuant q, const float* x, int64_t dim, int64_t group, uint8_t* codes, float* params);
-// The inverse: writes `dim` floats (still in the rotated basis for KV4).
+// The inverse: writes `dim` floats (still in the rotated basis for KV4), each
+// fma(code, scale, bias). Built per ISA (util/isa_clones.h).
 void dequantize_row(KvQuant q, const uint8_t* codes, const float* params, int64_t dim, int64_t group,
                     float* out);
+// dequantize_row's body, inline so that a caller built per ISA (the direct
+// attention kernel's tiles) compiles it for its own ISA: every path computes
+// the same floats.
+inline void dequantize_values(KvQuant q, const uint8_t* codes, const float* params, int64_t dim, int64_t group,
+                              float* out) {
+  for (int64_t g0 = 0, gi = 0; g0 < dim; g0 += group, ++gi) {
+    const float scale = params[2 * gi], bias = params[2 * gi + 1];
+    if (q == KvQuant::Q8) {
+      for (int64_t c = g0; c < g0 + group; ++c) out[c] = std::fma(static_cast<float>(codes[c]), scale, bias);
+    } else {
+      for (int64_t c = g0 / 2; c < (g0 + group) / 2; ++c) {
+        out[2 * c] = std::fma(static_cast<float>(codes[c] & 15), scale, bias);
+        out[2 * c + 1] = std::fma(static_cast<float>(codes[c] >> 4), scale, bias);
+      }
+    }
+  }
+}
 
 }  // namespace ingot::kv

@@ -134,12 +134,12 @@ class Backend {
   virtual void scatter_add_rows(Tensor& dst, const Tensor& src, const std::vector<int64_t>& rows,
                                 const std::vector<float>& weights);
 
-  // For each output and each of its groups: y[rows] += (x[rows] · aᵀ) · bᵀ,
+  // For each output and each of its groups: y[rows] += (x[rows] · aᵀ) · bt,
   // in place; every y [N, M_y] float32 contiguous, x [N, K]. Rows of different
   // groups may interleave (a batch mixing adapters); a row in no group is left
   // as it is. The default is, per group, a shrink (one linear on its gathered
   // rows) then an expand scattered back, composed from linear / gather_rows /
-  // scatter_add_rows.
+  // matmul / scatter_add_rows.
   virtual void low_rank_add(const std::vector<LowRankOutput>& outs, const Tensor& x);
 
   // ---- Fused forms of common sequences; the defaults compose the plain ops,

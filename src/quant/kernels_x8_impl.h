@@ -20,7 +20,7 @@ inline __m256 load_f16x8(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si
 // Asks for the bytes of the block that comes `kAhead` bytes after pb while
 // this one is computed. A group's blocks follow one another in memory, yet
 // with the hardware prefetcher alone the products waited on their weight
-// loads (bench/RESULTS.md, 2026-12-07 17:00). Prefetches never fault, so
+// loads (bench/RESULTS.md, 2026-12-07 16:40). Prefetches never fault, so
 // reading past a weight's end is harmless.
 template <int kBlock, int kAhead>
 inline void prefetch_ahead(const uint8_t* pb) {

@@ -367,6 +367,7 @@ class CudaBackend final : public Backend {
   // Decode-sized batches in one launch per output (low_rank.h); the rest as
   // composed by default.
   void low_rank_add(const std::vector<LowRankOutput>& outs, const Tensor& x_in) override {
+    Tensor x;  // x_in as float32 on the device, made once for all the outputs
     for (const LowRankOutput& out : outs) {
       Tensor& y = *out.y;
       LowRankJobs jobs;
@@ -377,7 +378,7 @@ class CudaBackend final : public Backend {
         Backend::low_rank_add({out}, x_in);
         continue;
       }
-      const Tensor x = dev_f32(x_in);
+      if (!x.defined()) x = dev_f32(x_in);
       launch_low_rank_add(jobs, dt, x.data<float>(), y.data<float>(), x.dim(1), y.dim(1));
     }
   }

@@ -133,6 +133,13 @@ struct EngineOptions {
   // there. Rows the batched sampler does not cover (structured output, top-p
   // or min-p without a top-k <= 64, top-k > 64) are sampled on the host.
   std::string sampling = "auto";
+  // Decode-only steps over the paged pool replayed from captured device
+  // graphs (one per batch size and key bucket). "auto": where the backend
+  // captures (CUDA) and the model takes step inputs. "off": every step's
+  // kernels launched one by one (vLLM's --enforce-eager). "always": the same
+  // step path where nothing is captured too (the CPU runs the step's forward
+  // pass directly: what tests of the host side use).
+  std::string step_graphs = "auto";
   // The prefix cache's disk tier (docs/kv-cache.md): every published prefix
   // is also written behind to a snapshot file under this folder, and a prompt
   // that extends one restores it, after a restart too. Empty: off. Used with
@@ -184,6 +191,8 @@ struct Stats {
   // batched sampler does not take), and handing tokens to the streams (stop
   // checks, detokenizing, draft verification).
   int64_t steps = 0, step_sequences = 0, step_tokens = 0;
+  // Steps that went through the replayed decode step, and the graphs it captured.
+  int64_t graph_steps = 0, graphs_captured = 0;
   double step_schedule_seconds = 0, step_forward_seconds = 0, step_sample_seconds = 0, step_emit_seconds = 0;
 };
 

@@ -268,6 +268,7 @@ int run_bench_model(BenchModelFlags f) {
   eo.memory_budget_gb = f.memory_budget_gb;
   if (model->device() != Device::CPU) eo.device_memory_bytes = runtime::device_memory_bytes(model->device());
   eo.kv = f.model.kv;
+  if (f.model.enforce_eager) eo.step_graphs = "off";
   eo.prefix_cache_entries = 0;  // every batch's depth prefixes stay (memory permitting)
   auto eng = engine::start_engine(*model, eo, nullptr, {});
   const int64_t context = f.ctx > 0 ? f.ctx : model->config().max_position_embeddings;

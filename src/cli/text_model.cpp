@@ -148,6 +148,7 @@ TextModel load_text_model(const ModelFlags& flags, const TextModelOptions& optio
 
   engine::EngineOptions eo = options.engine;
   eo.kv = flags.kv;
+  if (flags.enforce_eager) eo.step_graphs = "off";
   eo.speculative = speculation_mode(options.speculation, *tm.model);
   eo.num_speculative_tokens = options.speculation.tokens;
   if (eo.speculative == "draft") {

@@ -44,6 +44,8 @@ void add_load_flags(CLI::App* sub, ModelFlags& f) {
   sub->add_option("--threads", f.threads, "CPU threads (0: all cores)");
   sub->add_option("--tensor-parallel,--tensor-parallel-size", f.tensor_parallel,
                   "split the model over N ranks (Megatron-style)")->capture_default_str();
+  sub->add_flag("--enforce-eager", f.enforce_eager,
+                "never replay captured decode steps (CUDA graphs): launch every kernel one by one");
 }
 
 int run_parsed_verb() {

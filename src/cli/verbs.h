@@ -41,6 +41,7 @@ struct ModelFlags {
   std::string kv = "contiguous";
   int threads = 0;
   int tensor_parallel = 1;
+  bool enforce_eager = false;  // no replayed decode steps: every kernel launched one by one
 };
 void add_model_flags(CLI::App* sub, ModelFlags& f, bool model_required = true);
 // --lora PATH and --max-lora-rank for the verbs that run one adapter (logits, generate).

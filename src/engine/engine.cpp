@@ -111,6 +111,8 @@ EngineImpl::EngineImpl(Model& model, const EngineOptions& opt, std::shared_ptr<c
   if (opt_.sampling != "auto" && opt_.sampling != "batched" && opt_.sampling != "host")
     bad("sampling must be auto, batched or host, got '", opt_.sampling, "'");
   batched_sampling_ = opt_.sampling == "batched" || (opt_.sampling == "auto" && model_.device() != Device::CPU);
+  if (opt_.step_graphs != "auto" && opt_.step_graphs != "off" && opt_.step_graphs != "always")
+    bad("step_graphs must be auto, off or always, got '", opt_.step_graphs, "'");
   context_ = opt_.context_length > 0 ? opt_.context_length : model_.config().max_position_embeddings;
   if (context_ <= 0) bad("context length is unknown: set it explicitly");
   kv_budget_ = kv_budget_bytes(model_, opt_);
@@ -123,6 +125,10 @@ EngineImpl::EngineImpl(Model& model, const EngineOptions& opt, std::shared_ptr<c
   // caches, tensor-parallel ranks, keeps them).
   if (kv::is_paged(kind_) && !model_.make_cache(CacheOptions{opt_.kv, {}}))
     pool_ = kv::Pool::create(layout_, kv_dtype_, model_.device(), kv::pool_options(kind_));
+  if (pool_ && opt_.step_graphs != "off") {
+    decode_steps_ = DecodeSteps::create(model_);
+    if (decode_steps_ && !decode_steps_->captures() && opt_.step_graphs != "always") decode_steps_.reset();
+  }
   if (opt_.num_speculative_tokens < 0 || opt_.num_speculative_tokens > kMaxSpeculativeTokens)
     bad("num_speculative_tokens must be in [0, ", kMaxSpeculativeTokens, "] (0: adaptive), got ",
         opt_.num_speculative_tokens);

@@ -21,6 +21,7 @@
 #include "models/model.h"
 #include "sampling/sampler.h"
 #include "sampling/stop.h"
+#include "stepgraph/decode_steps.h"
 
 namespace ingot::engine {
 
@@ -160,6 +161,8 @@ class EngineImpl final : public Engine {
   // Paged kinds: one pool for every sequence and prefix entry, so a freed
   // block is reused by the next sequence and an entry pins only its blocks.
   std::shared_ptr<kv::Pool> pool_;
+  // Decode-only steps replayed from captured graphs; null: every step op by op.
+  std::unique_ptr<DecodeSteps> decode_steps_;
   std::optional<PrefixCache> prefix_;
   int64_t prefix_cap_bytes_ = 0;
   std::shared_ptr<const Drafter> drafter_;  // null: no speculation

@@ -234,8 +234,24 @@ void EngineImpl::run_batch() {
   local_.step_sequences += static_cast<int64_t>(rows.size());
   local_.step_tokens += static_cast<int64_t>(in.tokens.size());
   local_.step_schedule_seconds += std::chrono::duration<double>(started - step_started_).count();
+  // A step of decode rows only (no prefill, drafts or adapters) replays its
+  // captured graph over the paged stores.
+  std::vector<kv::SequenceCache*> caches;
+  bool replay = decode_steps_ && rows.size() == decoding.size() && in.tokens.size() == rows.size();
+  for (size_t i = 0; replay && i < rows.size(); ++i) {
+    replay = in.seqs[i].lora == nullptr;
+    caches.push_back(in.seqs[i].cache);
+  }
+  replay = replay && decode_steps_->takes(caches);
   try {
-    logits = model_.forward(in);
+    if (replay) {
+      const int64_t before = decode_steps_->captured();
+      logits = decode_steps_->forward(caches, in.tokens);
+      ++local_.graph_steps;
+      local_.graphs_captured += decode_steps_->captured() - before;
+    } else {
+      logits = model_.forward(in);
+    }
     if (batched)
       picks = pick_batched(logits, rows, samples);
     else

@@ -75,6 +75,24 @@ Tensor append_attend_paged_rows(const std::vector<LayerCache*>& layers, const Te
   return kern->attend_rows(q, views, p);
 }
 
+// A replayed step over paged stores of one pool: the tables come from the
+// step's device handles, so nothing of the sequences' host state is read
+// (claim_row / count_claimed_row run around each replay, not here).
+Tensor step_paged_rows(const std::vector<LayerCache*>& layers, const Tensor& q, const Tensor& k, const Tensor& v,
+                       const Tensor& positions, const StepRows& step, const AttnParams& p) {
+  const auto* first = dynamic_cast<PagedLayerCache*>(layers.front());
+  if (!first || !step.tables.defined()) return {};
+  const LayerPool& lp = first->layer_pool();
+  for (LayerCache* l : layers) {
+    const auto* c = dynamic_cast<PagedLayerCache*>(l);
+    if (!c || &c->layer_pool() != &lp) return {};
+  }
+  const PagedKernels* kern = paged_kernels(lp.device());
+  if (!kern || !kern->step_rows || lp.options().quant != KvQuant::None || lp.options().path != AttendPath::Direct)
+    return {};
+  return kern->step_rows(lp, q, k, v, positions, *step.kv_lens, step.tables, step.max_keys, p);
+}
+
 }  // namespace
 
 void register_rows_kernels(Device d, RowsStepFn fn) {
@@ -83,12 +101,17 @@ void register_rows_kernels(Device d, RowsStepFn fn) {
 }
 
 Tensor append_attend_rows(const std::vector<LayerCache*>& layers, const Tensor& q, const Tensor& k, const Tensor& v,
-                          const Tensor& positions, const Tensor* kv_lens, const AttnParams& p) {
+                          const Tensor& positions, const StepRows* step, const AttnParams& p) {
   const auto n = static_cast<int64_t>(layers.size());
-  // One sequence is one launch already.
-  if (n < 2 || q.ndim() != 3 || q.dim(0) != n || k.dim(0) != n || v.dim(0) != n || positions.numel() != n ||
-      (kv_lens && kv_lens->numel() != n))
+  const Tensor* kv_lens = step ? step->kv_lens : nullptr;
+  if (n < 1 || q.ndim() != 3 || q.dim(0) != n || k.dim(0) != n || v.dim(0) != n || positions.numel() != n ||
+      (step && (!kv_lens || kv_lens->numel() != n)))
     return {};
+  // Paged tables are read from the step's handles, even for one row: a
+  // replayed step cannot read a sequence's host table.
+  if (step && step->tables.defined()) return step_paged_rows(layers, q, k, v, positions, *step, p);
+  // One sequence is one launch already.
+  if (n < 2) return {};
   if (!kv_lens) {
     Tensor o = append_attend_paged_rows(layers, q, k, v, p);
     if (o.defined()) return o;

@@ -31,11 +31,23 @@ using RowsStepFn = Tensor (*)(const std::vector<RowsKV>& rows, DType dtype, cons
                               const Tensor& k, const Tensor& v, const Tensor& positions, const AttnParams& p);
 void register_rows_kernels(Device d, RowsStepFn fn);
 
-// append(k[i], v[i]) + attend(q[i]) on each layers[i] (plain steps, kv_lens
-// null), or append_at / attend_upto with kv_lens[i] (graph-replayed steps),
-// in one launch each. Undefined result (nothing done) when it does not apply.
+// What a graph-replayable step reads from device memory for one layer.
+struct StepRows {
+  const Tensor* kv_lens = nullptr;  // i32 [N]: keys row i attends after this step
+  // Paged stores: i64 [N], row i's table handle (PagedKernels::table_handle),
+  // and the most keys any row may have (sizes the launch). Undefined for
+  // contiguous stores, which keep fixed reserved rows instead.
+  Tensor tables;
+  int64_t max_keys = 0;
+};
+
+// append(k[i], v[i]) + attend(q[i]) on each layers[i] (plain steps, `step`
+// null), or, for graph-replayed steps, writes at the device positions and
+// attention over the device key counts of `step` (contiguous stores: their
+// reserved rows; paged stores: the tables of step->tables), in one launch
+// each. Undefined result (nothing done) when it does not apply.
 Tensor append_attend_rows(const std::vector<LayerCache*>& layers, const Tensor& q, const Tensor& k, const Tensor& v,
-                          const Tensor& positions, const Tensor* kv_lens, const AttnParams& p);
+                          const Tensor& positions, const StepRows* step, const AttnParams& p);
 
 // A forward pass's appends and attention, sequence i bringing n_tokens[i]
 // consecutive rows of q [N, H, D] / k / v / positions: each run of two or

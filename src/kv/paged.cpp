@@ -169,6 +169,13 @@ PagedRowSlot PagedLayerCache::claim_row() {
   return PagedRowSlot{table_.data(), len_, &mirror_};
 }
 
+int64_t PagedLayerCache::claim_step_row() {
+  const PagedKernels& kern = kernels_of(*lp_);
+  INGOT_CHECK(kern.table_handle != nullptr, "paged KV: no step kernels for this pool's device");
+  const PagedRowSlot slot = claim_row();
+  return kern.table_handle(*lp_, slot.table, static_cast<int64_t>(table_.size()), &mirror_);
+}
+
 void PagedLayerCache::count_claimed_row() {
   open_block_ = -1;
   ++len_;

@@ -55,6 +55,10 @@ class PagedLayerCache final : public LayerCache {
   // count_claimed_row() makes it part of the store.
   PagedRowSlot claim_row();
   void count_claimed_row();
+  // The same for a graph-replayed step (stepgraph/decode_steps.h): claims the
+  // row and returns the handle of the table holding it, which the step's
+  // kernels read from device memory (PagedKernels::table_handle).
+  int64_t claim_step_row();
 
   // Whether this store keeps its open block exact (KV4).
   bool keeps_open_block() const;

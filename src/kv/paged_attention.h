@@ -88,12 +88,31 @@ struct PagedRowSlot {
 using PagedWriteRowsFn = void (*)(const LayerPool& lp, const std::vector<PagedRowSlot>& slots, const Tensor& k,
                                   const Tensor& v);
 
+// Decode rows of a graph-replayable step (kv/batched_rows.h StepRows), in
+// an unquantized pool: row i of k [N, KVH, D] / v [N, KVH, Dv] is written at
+// position positions[i] of the table whose handle is tables[i], then q row i
+// attends the first kv_lens[i] = positions[i] + 1 keys of that table. The
+// handles, positions and key counts are read from device memory when the
+// kernels run, so a captured step replays over other rows and tables; no
+// count may pass `max_keys`, which sizes the launch. Each row's output equals
+// attend_rows over the same table.
+using PagedStepRowsFn = Tensor (*)(const LayerPool& lp, const Tensor& q, const Tensor& k, const Tensor& v,
+                                   const Tensor& positions, const Tensor& kv_lens, const Tensor& tables,
+                                   int64_t max_keys, const AttnParams& p);
+// The handle step rows read for the first n_blocks blocks of `table` (host
+// memory, every block private): valid until the table or its mirror
+// changes, i.e. for the step it is taken for.
+using PagedTableHandleFn = int64_t (*)(const LayerPool& lp, const int32_t* table, int64_t n_blocks,
+                                       TableMirrorSlot* mirror);
+
 struct PagedKernels {
   PagedAttentionFn attend = nullptr;
   PagedWriteFn write = nullptr;
   PagedGatherFn gather = nullptr;
   PagedAttentionRowsFn attend_rows = nullptr;  // optional
   PagedWriteRowsFn write_rows = nullptr;       // optional
+  PagedStepRowsFn step_rows = nullptr;         // optional, with table_handle
+  PagedTableHandleFn table_handle = nullptr;
 };
 void register_paged_kernels(Device d, const PagedKernels& k);
 // nullptr when device `d` has no paged kernels.
@@ -106,5 +125,10 @@ void paged_write_cpu(const LayerPool& lp, const int32_t* table, int64_t pos, con
                      const OpenBlock& open, TableMirrorSlot* mirror = nullptr);
 Tensor paged_gather_cpu(const LayerPool& lp, bool is_v, const int32_t* table, int64_t len, int64_t open_block,
                         const float* open, TableMirrorSlot* mirror = nullptr);
+// On the CPU a table's handle is its host address.
+Tensor paged_step_rows_cpu(const LayerPool& lp, const Tensor& q, const Tensor& k, const Tensor& v,
+                           const Tensor& positions, const Tensor& kv_lens, const Tensor& tables, int64_t max_keys,
+                           const AttnParams& p);
+int64_t paged_table_handle_cpu(const LayerPool& lp, const int32_t* table, int64_t n_blocks, TableMirrorSlot* mirror);
 
 }  // namespace ingot::kv

@@ -23,7 +23,8 @@ namespace {
 
 std::map<Device, PagedKernels>& kernels() {
   static std::map<Device, PagedKernels> m{
-      {Device::CPU, PagedKernels{&paged_attention_cpu, &paged_write_cpu, &paged_gather_cpu, &paged_attention_rows_cpu}}};
+      {Device::CPU, PagedKernels{&paged_attention_cpu, &paged_write_cpu, &paged_gather_cpu, &paged_attention_rows_cpu,
+                                 nullptr, &paged_step_rows_cpu, &paged_table_handle_cpu}}};
   return m;
 }
 
@@ -190,6 +191,33 @@ Tensor paged_attention_rows_cpu(const Tensor& q_in, const std::vector<PagedKV>& 
   cpu::attention_tiled_many(calls);
   for (int64_t i = 0; i < n; ++i) unrotate(*kvs[static_cast<size_t>(i)].pool, out.data<float>() + i * h * dv, h, dv);
   return out;
+}
+
+int64_t paged_table_handle_cpu(const LayerPool&, const int32_t* table, int64_t, TableMirrorSlot*) {
+  return static_cast<int64_t>(reinterpret_cast<intptr_t>(table));
+}
+
+Tensor paged_step_rows_cpu(const LayerPool& lp, const Tensor& q, const Tensor& k_in, const Tensor& v_in,
+                           const Tensor& positions_in, const Tensor& kv_lens_in, const Tensor& tables_in,
+                           int64_t max_keys, const AttnParams& p) {
+  const int64_t n = q.dim(0), bs = lp.block_size();
+  INGOT_CHECK(lp.options().quant == KvQuant::None, "paged step rows in a ", kv_quant_name(lp.options().quant), " pool");
+  INGOT_CHECK(q.ndim() == 3 && k_in.dim(0) == n && v_in.dim(0) == n && positions_in.numel() == n &&
+                  kv_lens_in.numel() == n && tables_in.numel() == n && tables_in.dtype() == DType::I64,
+              "paged step rows: q ", q.describe(), " k ", k_in.describe(), " tables ", tables_in.describe());
+  const Tensor k = k_in.to(lp.elem_dtype()).contiguous(), v = v_in.to(lp.elem_dtype()).contiguous();
+  const std::vector<int32_t> pos = positions_in.to_i32_vector(), lens = kv_lens_in.to_i32_vector();
+  const Tensor tables = tables_in.contiguous();
+  std::vector<PagedKV> views(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    const auto at = static_cast<size_t>(i);
+    const auto* table = reinterpret_cast<const int32_t*>(static_cast<intptr_t>(tables.data<int64_t>()[i]));
+    INGOT_CHECK(table != nullptr && pos[at] >= 0 && lens[at] == pos[at] + 1 && lens[at] <= max_keys,
+                "paged step row ", i, ": position ", pos[at], ", ", lens[at], " keys of at most ", max_keys);
+    paged_write_cpu(lp, table, pos[at], k.slice(0, i, i + 1), v.slice(0, i, i + 1), OpenBlock{});
+    views[at] = PagedKV{&lp, table, (lens[at] + bs - 1) / bs, lens[at]};
+  }
+  return paged_attention_rows_cpu(q, views, p);
 }
 
 }  // namespace ingot::kv

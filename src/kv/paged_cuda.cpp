@@ -230,6 +230,35 @@ void write_rows_cuda(const LayerPool& lp, const std::vector<PagedRowSlot>& slots
   cuda::launch_paged_write_rows(describe(lp), rows.data(), n, k.raw(), v.raw(), from_f32);
 }
 
+int64_t table_handle_cuda(const LayerPool& lp, const int32_t* table, int64_t n_blocks, TableMirrorSlot* mirror) {
+  INGOT_CHECK(mirror != nullptr, "paged KV: a step table handle needs the table's mirror");
+  return static_cast<int64_t>(reinterpret_cast<intptr_t>(device_blocks(lp, table, 0, n_blocks, mirror).ptr));
+}
+
+Tensor step_rows_cuda(const LayerPool& lp, const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                      const Tensor& positions, const Tensor& kv_lens, const Tensor& tables, int64_t max_keys,
+                      const AttnParams& p) {
+  const int64_t n = q_in.dim(0), h = q_in.dim(1), kvh = lp.spec().kv_heads;
+  INGOT_CHECK(lp.options().quant == KvQuant::None, "paged step rows in a ", kv_quant_name(lp.options().quant), " pool");
+  INGOT_CHECK(q_in.ndim() == 3 && q_in.dim(2) == lp.spec().head_dim && h % kvh == 0 && k_in.dim(0) == n &&
+                  v_in.dim(0) == n && positions.numel() == n && kv_lens.numel() == n && tables.numel() == n &&
+                  tables.dtype() == DType::I64 && positions.device() == Device::CUDA &&
+                  kv_lens.device() == Device::CUDA && tables.device() == Device::CUDA && tables.is_contiguous(),
+              "paged step rows: q ", q_in.describe(), " k ", k_in.describe(), " tables ", tables.describe());
+  const Tensor q = q_in.to(Device::CUDA).contiguous();
+  if (q.dtype() != DType::F32) fail(ErrorKind::InvalidArgument, "CUDA paged attention: float32 queries, got ", q.describe());
+  // Float32 rows go as they are: the write rounds them.
+  const DType dt = k_in.dtype() == DType::F32 && v_in.dtype() == DType::F32 ? DType::F32 : lp.elem_dtype();
+  const Tensor k = ops::cast(k_in, dt).contiguous(), v = ops::cast(v_in, dt).contiguous();
+  const auto t = static_cast<const uint8_t* const* const*>(tables.raw());
+  const cuda::PagedBlocks geo = describe(lp);
+  cuda::launch_paged_write_step_rows(geo, t, positions.data<int32_t>(), n, k.raw(), v.raw(), dt == DType::F32);
+  Tensor out = Tensor::empty({n, h, lp.spec().v_head_dim}, DType::F32, Device::CUDA);
+  cuda::launch_paged_attention_step_rows(q.data<float>(), geo, t, kv_lens.data<int32_t>(), n, max_keys,
+                                         out.data<float>(), h, p);
+  return out;
+}
+
 Tensor gather_cuda(const LayerPool& lp, bool is_v, const int32_t* table, int64_t len, int64_t open_block,
                    const float* open, TableMirrorSlot* mirror) {
   const PlaneGeometry& g = lp.plane(is_v);
@@ -250,7 +279,8 @@ Tensor gather_cuda(const LayerPool& lp, bool is_v, const int32_t* table, int64_t
 }  // namespace
 
 PagedKernels paged_cuda_kernels() {
-  return PagedKernels{&attend_cuda, &write_cuda, &gather_cuda, &attend_rows_cuda, &write_rows_cuda};
+  return PagedKernels{&attend_cuda,      &write_cuda,     &gather_cuda,       &attend_rows_cuda,
+                      &write_rows_cuda, &step_rows_cuda, &table_handle_cuda};
 }
 
 }  // namespace ingot::kv

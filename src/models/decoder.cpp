@@ -136,7 +136,12 @@ Tensor DecoderModel::attention_block(const Layer& L, int li, const Tensor& h, co
   // A captured step (decode rows only): keys are written at the device
   // positions and counted by the device key lengths, all rows in one launch
   // where the stores allow.
-  Tensor o = kv::append_attend_rows(layers, q, k, v, positions, &in.step->kv_lens, ap);
+  kv::StepRows rows{&in.step->kv_lens};
+  if (in.step->tables.defined()) {
+    rows.tables = in.step->tables.slice(0, li, li + 1).reshape({N});
+    rows.max_keys = in.step->max_keys;
+  }
+  Tensor o = kv::append_attend_rows(layers, q, k, v, positions, &rows, ap);
   if (o.defined()) return o.reshape({N, H * D});
   std::vector<Tensor> outs;
   for (size_t si = 0; si < in.seqs.size(); ++si) {

@@ -30,6 +30,11 @@ struct StepInputs {
   Tensor ids;        // i32 [N] token ids
   Tensor positions;  // i32 [N] absolute positions (K/V rows written there)
   Tensor kv_lens;    // i32 [num seqs] keys each sequence attends to after this step
+  // Paged stores: i64 [layers, num seqs], each sequence's table handle in
+  // each layer (kv/batched_rows.h StepRows), and the most keys a sequence may
+  // reach while the step is replayed. Undefined for contiguous stores.
+  Tensor tables;
+  int64_t max_keys = 0;
 };
 
 // Tokens of several sequences, concatenated; each continues its own cache.

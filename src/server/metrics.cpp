@@ -128,6 +128,10 @@ std::string Metrics::render(const engine::Stats& s) const {
   counter("ingot_engine_step_sequences_total", "Sequences carried by engine steps (decode rows and prefill chunks).",
           static_cast<double>(s.step_sequences));
   counter("ingot_engine_step_tokens_total", "Tokens carried by engine steps.", static_cast<double>(s.step_tokens));
+  counter("ingot_engine_graph_steps_total", "Decode-only engine steps replayed from a captured graph.",
+          static_cast<double>(s.graph_steps));
+  counter("ingot_engine_graphs_captured_total", "Decode step graphs captured (one per batch size and key bucket).",
+          static_cast<double>(s.graphs_captured));
   os << "# HELP ingot_engine_step_seconds_total Wall time of engine steps by phase: schedule (admission, batch "
         "building), forward (the pass, with batched token selection), sample (token selection on the host), emit "
         "(stop checks, detokenizing, streaming).\n"

@@ -17,17 +17,17 @@ namespace attn {
 
 // Splits so that a decode step fills the GPU: about Tuning::split_blocks_per_sm
 // blocks per SM, never a split of less than one tile of keys.
-int64_t split_count(int64_t rows, int64_t keys) {
+int64_t split_target() {
   static const int sms = [] {
     int dev = 0, n = 0;
     CUDA_OK(cudaGetDevice(&dev));
     CUDA_OK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
     return n;
   }();
-  const int64_t target = tuning().split_blocks_per_sm * static_cast<int64_t>(sms);
-  if (target <= 0 || rows >= target || keys <= 2 * kTile) return 1;
-  return std::max<int64_t>(1, std::min((target + rows - 1) / rows, keys / kTile));
+  return tuning().split_blocks_per_sm * static_cast<int64_t>(sms);
 }
+
+int64_t split_count(int64_t rows, int64_t keys) { return split_rule(split_target(), rows, keys); }
 
 }  // namespace attn
 

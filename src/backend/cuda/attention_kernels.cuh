@@ -21,11 +21,23 @@ namespace ingot::cuda::attn {
 
 // Host side (attention.cu): the key splits of a launch.
 int64_t split_count(int64_t rows, int64_t keys);
+// The blocks split_count aims a launch at (Tuning::split_blocks_per_sm x SMs).
+int64_t split_target();
+// split_count's rule for `target` blocks, in one place for the host and for
+// kernels that plan each row's splits from a key count in device memory.
+__host__ __device__ inline int64_t split_rule(int64_t target, int64_t rows, int64_t keys) {
+  constexpr int64_t tile = 128;  // kTile
+  if (target <= 0 || rows >= target || keys <= 2 * tile) return 1;
+  const int64_t by_blocks = (target + rows - 1) / rows, by_keys = keys / tile;
+  const int64_t s = by_blocks < by_keys ? by_blocks : by_keys;
+  return s > 1 ? s : 1;
+}
 
 // Internal to each including file (each compiles its own kernels).
 namespace {
 
 constexpr int kTile = 128;
+static_assert(kTile == 128, "split_rule assumes 128-key tiles");
 constexpr int64_t kGroupMinRows = 16;  // query rows from which GQA heads share a block
 constexpr int kMaxDvPerThread = 4;  // head dims up to 512
 

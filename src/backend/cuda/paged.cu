@@ -361,14 +361,31 @@ struct MakeQuantKV {
   }
 };
 
-template <class Make>
-__global__ void paged_rows_attention_kernel(const float* q, PagedRowsArg rows, Make make, float* out, int64_t h,
+// Where a launch finds its rows: in its arguments (planned on the host) ...
+struct ArgRows {
+  PagedRowsArg a;
+  __device__ PagedRowArg operator()(int64_t i) const { return a.r[i]; }
+};
+// ... or, in a replayed step, in device memory: row i's table handle and key
+// count, its splits planned by split_rule as the host plans them.
+struct DeviceRows {
+  const uint8_t* const* const* tables;
+  const int32_t* kv_lens;
+  int64_t window, h, split_target;
+  __device__ PagedRowArg operator()(int64_t i) const {
+    const int64_t s = kv_lens[i], keys = window > 0 && window < s ? window : s;
+    return PagedRowArg{tables[i], s, attn::split_rule(split_target, h, keys), -1, nullptr, nullptr};
+  }
+};
+
+template <class Make, class Rows>
+__global__ void paged_rows_attention_kernel(const float* q, Rows rows, Make make, float* out, int64_t h,
                                             int64_t d, int64_t kvh, int64_t dv, AttnParams p, int64_t max_splits,
                                             float* part_ml, float* part_acc) {
   let_next_kernel_start();  // (pdl.cuh)
   extern __shared__ __align__(16) float smem[];
   const int64_t i = blockIdx.x / h, hh = blockIdx.x % h, kh = hh / (h / kvh);
-  const PagedRowArg& r = rows.r[i];
+  const PagedRowArg r = rows(i);
   if (static_cast<int64_t>(blockIdx.y) >= r.splits) return;  // the whole block: no barrier is left waiting
   const auto kv = make(r);
   const int64_t slot = (i * h + hh) * max_splits + blockIdx.y;
@@ -378,38 +395,47 @@ __global__ void paged_rows_attention_kernel(const float* q, PagedRowsArg rows, M
                      r.splits > 1 ? part_acc + slot * dv : nullptr, smem);
 }
 
-__global__ void paged_rows_merge_kernel(const float* part_ml, const float* part_acc, float* out, PagedRowsArg rows,
+template <class Rows>
+__global__ void paged_rows_merge_kernel(const float* part_ml, const float* part_acc, float* out, Rows rows,
                                         int64_t h, int64_t max_splits, int64_t dv) {
   let_next_kernel_start();  // (pdl.cuh)
-  const int64_t qh = blockIdx.x, splits = rows.r[qh / h].splits;
+  const int64_t qh = blockIdx.x, splits = rows(qh / h).splits;
   if (splits <= 1) return;  // written by the attention kernel itself
   attn::merge_block(part_ml + 2 * qh * max_splits, part_acc + qh * max_splits * dv, out + qh * dv, splits, dv);
+}
+
+// The attention launch and, with key splits, the merge: `max_splits` bounds
+// every row's own splits (blocks past a row's return at once).
+template <class KV, class Make, class Rows>
+void launch_rows(const float* q, const Make& make, const Rows& rows, int64_t n, int64_t max_splits, float* out,
+                 int64_t h, int64_t d, int64_t kvh, int64_t dv, const AttnParams& p) {
+  const attn::SplitScratch scratch(n * h, max_splits, dv);
+  float *ml_p = scratch.ml(), *acc_p = scratch.acc();
+  dim3 grid(static_cast<unsigned>(n * h), static_cast<unsigned>(max_splits));
+  const size_t smem = attn::attend_smem_bytes(d, dv, sizeof(typename KV::VRow));
+  paged_rows_attention_kernel<Make, Rows><<<grid, attn::kTile, smem, stream()>>>(q, rows, make, out, h, d, kvh, dv,
+                                                                                 p, max_splits, ml_p, acc_p);
+  CUDA_LAUNCH_OK();
+  if (max_splits > 1) {
+    paged_rows_merge_kernel<Rows><<<static_cast<unsigned>(n * h), 128, 0, stream()>>>(ml_p, acc_p, out, rows, h,
+                                                                                      max_splits, dv);
+    CUDA_LAUNCH_OK();
+  }
 }
 
 template <class Make, class KV>
 void paged_rows(const float* q, const Make& make, const PagedRowDesc* rows, int64_t n, float* out, int64_t h,
                 int64_t d, int64_t kvh, int64_t dv, const AttnParams& p) {
-  PagedRowsArg a{};
+  ArgRows a{};
   int64_t max_splits = 1;
   for (int64_t i = 0; i < n; ++i) {
     // The plan of attn::run for one query row over s keys (t = 1: one block per head).
     const int64_t keys = p.window > 0 ? std::min(p.window, rows[i].length) : rows[i].length;
-    a.r[i] = PagedRowArg{rows[i].blocks, rows[i].length, attn::split_count(h, keys), rows[i].open_block,
-                         rows[i].open_k, rows[i].open_v};
-    max_splits = std::max(max_splits, a.r[i].splits);
+    a.a.r[i] = PagedRowArg{rows[i].blocks, rows[i].length, attn::split_count(h, keys), rows[i].open_block,
+                           rows[i].open_k, rows[i].open_v};
+    max_splits = std::max(max_splits, a.a.r[i].splits);
   }
-  const attn::SplitScratch scratch(n * h, max_splits, dv);
-  float *ml_p = scratch.ml(), *acc_p = scratch.acc();
-  dim3 grid(static_cast<unsigned>(n * h), static_cast<unsigned>(max_splits));
-  const size_t smem = attn::attend_smem_bytes(d, dv, sizeof(typename KV::VRow));
-  paged_rows_attention_kernel<Make><<<grid, attn::kTile, smem, stream()>>>(q, a, make, out, h, d, kvh, dv, p,
-                                                                           max_splits, ml_p, acc_p);
-  CUDA_LAUNCH_OK();
-  if (max_splits > 1) {
-    paged_rows_merge_kernel<<<static_cast<unsigned>(n * h), 128, 0, stream()>>>(ml_p, acc_p, out, a, h, max_splits,
-                                                                                dv);
-    CUDA_LAUNCH_OK();
-  }
+  launch_rows<KV>(q, make, a, n, max_splits, out, h, d, kvh, dv, p);
 }
 
 }  // namespace
@@ -447,21 +473,61 @@ void launch_paged_attention_rows(const float* q, const PagedBlocks& kv, const Pa
   }
 }
 
+void launch_paged_attention_step_rows(const float* q, const PagedBlocks& kv, const uint8_t* const* const* tables,
+                                      const int32_t* kv_lens, int64_t n, int64_t max_keys, float* out, int64_t h,
+                                      const AttnParams& p) {
+  if (n == 0) return;
+  const BlockIndex ix{kv.block_size, shift_of(kv.block_size)};
+  const int64_t d = kv.k_dim, dv = kv.v_dim, kvh = kv.kv_heads;
+  INGOT_CHECK(dv <= attn::kTile * attn::kMaxDvPerThread, "attention: value head dim ", dv, " too large");
+  INGOT_CHECK(h % kvh == 0 && kv.quant_bits == 0, "paged step rows: ", h, " heads over ", kvh, " KV heads, ",
+              kv.quant_bits, "-bit codes");
+  const int64_t keys = p.window > 0 ? std::min(p.window, max_keys) : max_keys;
+  const DeviceRows rows{tables, kv_lens, p.window, h, attn::split_target()};
+  const int64_t max_splits = attn::split_rule(rows.split_target, h, keys);
+  if (kv.elem == DType::F32)
+    launch_rows<PagedRowsKV<float>>(q, MakeRowsKV<float>{ix, d, kv.k_row_bytes, kv.v_row_bytes}, rows, n, max_splits,
+                                    out, h, d, kvh, dv, p);
+  else if (kv.elem == DType::BF16)
+    launch_rows<PagedRowsKV<__nv_bfloat16>>(q, MakeRowsKV<__nv_bfloat16>{ix, d, kv.k_row_bytes, kv.v_row_bytes}, rows,
+                                            n, max_splits, out, h, d, kvh, dv, p);
+  else
+    fail(ErrorKind::Unsupported, "CUDA paged attention over ", dtype_name(kv.elem), " rows");
+}
+
 namespace {
 
 struct PagedWriteArg {
   PagedWriteDesc r[kMaxBatchedRows];
 };
 
+// Where each row goes: from the launch's arguments (planned on the host) ...
+struct ArgWrites {
+  PagedWriteArg a;
+  __device__ PagedWriteDesc operator()(int64_t i) const { return a.r[i]; }
+};
+// ... or, in a replayed step, from device memory: row i's table handle and position.
+struct DeviceWrites {
+  const uint8_t* const* const* tables;
+  const int32_t* positions;
+  BlockIndex ix;
+  __device__ PagedWriteDesc operator()(int64_t i) const {
+    const int64_t pos = positions[i];
+    return PagedWriteDesc{tables[i] + 4 * ix.block(pos), ix.slot(pos)};
+  }
+};
+
 // One block per (row, head, plane), as write_rows_kernel, each row into its own block.
 // Float32 source rows (`from_f32`) are rounded to the pool's `elem` on the
 // way, as the cast kernel rounds them (round to nearest even).
-__global__ void write_rows_batched_kernel(PagedWriteArg rows, int64_t kvh, int64_t bs, int64_t krb, int64_t vrb,
+template <class Writes>
+__global__ void write_rows_batched_kernel(Writes rows, int64_t kvh, int64_t bs, int64_t krb, int64_t vrb,
                                           const uint8_t* k, const uint8_t* v, bool from_f32, DType elem) {
   const bool is_v = blockIdx.y == 1;
   const int64_t row = blockIdx.x, i = row / kvh, h = row % kvh;
   const int64_t rb = is_v ? vrb : krb;
-  uint8_t* dst = const_cast<uint8_t*>(rows.r[i].block[is_v ? 2 : 0]) + (h * bs + rows.r[i].slot) * rb;
+  const PagedWriteDesc w = rows(i);
+  uint8_t* dst = const_cast<uint8_t*>(w.block[is_v ? 2 : 0]) + (h * bs + w.slot) * rb;
   if (from_f32) {
     const int64_t n = rb / (elem == DType::F32 ? 4 : 2);
     const float* src = reinterpret_cast<const float*>(is_v ? v : k) + row * n;
@@ -493,8 +559,8 @@ void launch_paged_write_rows(const PagedBlocks& kv, const PagedWriteDesc* rows, 
   const int64_t k_src_row = kv.k_dim * src_elem, v_src_row = kv.v_dim * src_elem;
   for (int64_t b0 = 0; b0 < n; b0 += kMaxBatchedRows) {
     const int64_t nb = std::min(kMaxBatchedRows, n - b0);
-    PagedWriteArg a{};
-    for (int64_t i = 0; i < nb; ++i) a.r[i] = rows[b0 + i];
+    ArgWrites a{};
+    for (int64_t i = 0; i < nb; ++i) a.a.r[i] = rows[b0 + i];
     dim3 grid(static_cast<unsigned>(nb * kv.kv_heads), 2);
     write_rows_batched_kernel<<<grid, 64, 0, stream()>>>(
         a, kv.kv_heads, kv.block_size, kv.k_row_bytes, kv.v_row_bytes,
@@ -502,6 +568,18 @@ void launch_paged_write_rows(const PagedBlocks& kv, const PagedWriteDesc* rows, 
         static_cast<const uint8_t*>(v) + b0 * kv.kv_heads * v_src_row, from_f32, kv.elem);
     CUDA_LAUNCH_OK();
   }
+}
+
+void launch_paged_write_step_rows(const PagedBlocks& kv, const uint8_t* const* const* tables, const int32_t* positions,
+                                  int64_t n, const void* k, const void* v, bool from_f32) {
+  INGOT_CHECK(kv.quant_bits == 0, "paged step write of ", kv.quant_bits, "-bit codes");
+  if (n == 0) return;
+  const DeviceWrites rows{tables, positions, BlockIndex{kv.block_size, shift_of(kv.block_size)}};
+  dim3 grid(static_cast<unsigned>(n * kv.kv_heads), 2);
+  write_rows_batched_kernel<<<grid, 64, 0, stream()>>>(rows, kv.kv_heads, kv.block_size, kv.k_row_bytes,
+                                                       kv.v_row_bytes, static_cast<const uint8_t*>(k),
+                                                       static_cast<const uint8_t*>(v), from_f32, kv.elem);
+  CUDA_LAUNCH_OK();
 }
 
 void launch_paged_write(const PagedBlocks& kv, int64_t pos, const void* k, const void* v, int64_t t) {

@@ -163,3 +163,52 @@ TEST(Determinism, UnknownSamplingPlaceIsRefused) {
   opt.sampling = "gpu";
   EXPECT_THROW(start_engine(*model, opt, nullptr, {}), Error);
 }
+
+// Decode-only steps through the replayed step path (its host side: on the
+// CPU the step's forward pass runs directly) give what steps op by op give,
+// with shared prefix blocks, sampled rows and sequences joining and leaving.
+TEST(Determinism, ReplayedDecodeStepsEqualStepsOpByOp) {
+  ASSERT_TRUE(std::filesystem::exists(kGolden)) << kGolden;
+  auto model = load_model(kGolden);
+  auto rs = requests(model->vocab_size());
+  for (int i = 0; i < 4; ++i) {  // the same prompt again: its prefix blocks are shared
+    Request r = rs[5];
+    r.stop.max_tokens = 9 + i;
+    r.sampling.logprobs = i % 2 == 1;
+    r.sampling.top_logprobs = i % 2 ? 3 : 0;
+    rs.push_back(r);
+  }
+  auto run = [&](const std::string& graphs, Stats* st) {
+    EngineOptions opt;
+    opt.kv = "paged";
+    opt.prefill_chunk = 32;
+    opt.sampling = "batched";
+    opt.step_graphs = graphs;
+    auto e = start_engine(*model, opt, nullptr, {});
+    std::vector<std::shared_ptr<RequestHandle>> hs;
+    for (const auto& r : rs) hs.push_back(e->submit(r));
+    std::vector<Picked> out;
+    for (auto& h : hs) out.push_back(collect_picks(h));
+    *st = e->stats();
+    return out;
+  };
+  Stats replayed_st, eager_st;
+  const auto replayed = run("always", &replayed_st), eager = run("off", &eager_st);
+  for (size_t i = 0; i < rs.size(); ++i) {
+    EXPECT_EQ(replayed[i].tokens, eager[i].tokens) << "request " << i;
+    EXPECT_EQ(replayed[i].logprobs, eager[i].logprobs) << "request " << i;
+    EXPECT_EQ(replayed[i].alternatives, eager[i].alternatives) << "request " << i;
+    EXPECT_EQ(static_cast<int64_t>(replayed[i].tokens.size()), rs[i].stop.max_tokens) << "request " << i;
+  }
+  EXPECT_GT(replayed_st.graph_steps, 0);
+  EXPECT_EQ(eager_st.graph_steps, 0);
+  EXPECT_EQ(replayed_st.graphs_captured, 0);  // the CPU captures nothing
+}
+
+TEST(Determinism, UnknownStepGraphModeIsRefused) {
+  ASSERT_TRUE(std::filesystem::exists(kGolden)) << kGolden;
+  auto model = load_model(kGolden);
+  EngineOptions opt;
+  opt.step_graphs = "sometimes";
+  EXPECT_THROW(start_engine(*model, opt, nullptr, {}), Error);
+}

@@ -57,10 +57,10 @@ Batch make_batch(std::mt19937& rng, DType dt, int64_t window) {
   return b;
 }
 
-struct StepRows {
+struct RowInputs {
   Tensor q, k, v;  // [N, H, D], [N, KVH, D] float32 on the device
 };
-StepRows random_rows(std::mt19937& rng) {
+RowInputs random_rows(std::mt19937& rng) {
   const auto n = static_cast<int64_t>(kLens.size());
   return {random_tensor(rng, {n, kHeads, kDim}).to(Device::CUDA),
           random_tensor(rng, {n, kKvHeads, kDim}).to(Device::CUDA),
@@ -117,7 +117,7 @@ TEST_P(BatchedRowsCuda, PlainStepsMatchThePerSequenceLaunchesBitForBit) {
   Batch b = make_batch(rng, dt, window);
   const AttnParams p = params(window);
   for (int step = 0; step < 3; ++step) {
-    StepRows r = random_rows(rng);
+    RowInputs r = random_rows(rng);
     Tensor positions = host_lengths(b.batched_p, 0).to(Device::CUDA);
     std::vector<Tensor> outs;
     for (size_t i = 0; i < kLens.size(); ++i) {
@@ -139,7 +139,7 @@ TEST_P(BatchedRowsCuda, ReplayedStepsMatchThePerSequenceLaunchesBitForBit) {
   for (auto& c : b.alone) ASSERT_TRUE(c->reserve_fixed(kCap));
   for (auto& c : b.batched) ASSERT_TRUE(c->reserve_fixed(kCap));
   const auto n = static_cast<int64_t>(kLens.size());
-  StepRows r = random_rows(rng);
+  RowInputs r = random_rows(rng);
   Tensor positions = Tensor::zeros({n}, DType::I32, Device::CUDA);
   Tensor kv_lens = Tensor::zeros({n}, DType::I32, Device::CUDA);
   Tensor want, got;
@@ -152,7 +152,8 @@ TEST_P(BatchedRowsCuda, ReplayedStepsMatchThePerSequenceLaunchesBitForBit) {
     }
     want = ops::concat_rows(outs);
   };
-  auto batched = [&] { got = append_attend_rows(b.batched_p, r.q, r.k, r.v, positions, &kv_lens, p); };
+  const kv::StepRows step{&kv_lens};
+  auto batched = [&] { got = append_attend_rows(b.batched_p, r.q, r.k, r.v, positions, &step, p); };
   auto set_lengths = [&] {
     copy_into(host_lengths(b.batched_p, 0), positions);
     copy_into(host_lengths(b.batched_p, 1), kv_lens);
@@ -170,7 +171,7 @@ TEST_P(BatchedRowsCuda, ReplayedStepsMatchThePerSequenceLaunchesBitForBit) {
   ASSERT_NE(g_alone, nullptr);
   ASSERT_NE(g_batched, nullptr);
   for (int step = 0; step < 4; ++step) {
-    StepRows fresh = random_rows(rng);
+    RowInputs fresh = random_rows(rng);
     copy_into(fresh.q, r.q);
     copy_into(fresh.k, r.k);
     copy_into(fresh.v, r.v);
@@ -194,7 +195,7 @@ TEST(BatchedRowsDecline, BatchesTheKernelsDoNotTakeLeaveTheStoresAlone) {
   ASSERT_TRUE(cuda::available()) << "no CUDA device";
   std::mt19937 rng(13);
   Batch b = make_batch(rng, DType::BF16, 0);
-  StepRows r = random_rows(rng);
+  RowInputs r = random_rows(rng);
   const auto n = static_cast<int64_t>(kLens.size());
   Tensor positions = host_lengths(b.batched_p, 0).to(Device::CUDA);
   const AttnParams p = params(0);
@@ -223,7 +224,8 @@ TEST(BatchedRowsDecline, BatchesTheKernelsDoNotTakeLeaveTheStoresAlone) {
   // Graph-style steps need stores with rows (reserve_fixed); a new store has none.
   ContiguousLayerCache fresh(layer_spec(), DType::BF16, Device::CUDA);
   Tensor lens = host_lengths(b.batched_p, 1).to(Device::CUDA);
-  EXPECT_FALSE(append_attend_rows(with_first(&fresh), r.q, r.k, r.v, positions, &lens, p).defined());
+  const kv::StepRows step{&lens};
+  EXPECT_FALSE(append_attend_rows(with_first(&fresh), r.q, r.k, r.v, positions, &step, p).defined());
   EXPECT_EQ(fresh.length(), 0);
   // Nothing was written or counted.
   for (size_t i = 0; i < kLens.size(); ++i) EXPECT_EQ(b.batched[i]->length(), kLens[i]) << "sequence " << i;

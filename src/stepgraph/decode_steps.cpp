@@ -34,6 +34,12 @@ int64_t DecodeSteps::key_bucket(int64_t keys) {
   return b;
 }
 
+int64_t DecodeSteps::batch_bucket(int64_t n) {
+  if (n <= 2) return n;
+  if (n <= 4) return 4;
+  return (n + 7) / 8 * 8;
+}
+
 bool DecodeSteps::takes(const std::vector<kv::SequenceCache*>& caches) const {
   if (caches.empty()) return false;
   const int layers = caches.front()->num_layers();
@@ -93,23 +99,35 @@ Tensor DecodeSteps::forward(const std::vector<kv::SequenceCache*>& caches, const
     lens[i] = pos[i] + 1;
     most = std::max<int64_t>(most, lens[i]);
   }
-  Entry& e = entry_for(n, key_bucket(most));
-  if (!e.in.tables.defined()) e.in.tables = Tensor::zeros({layers, n}, DType::I64, model_.device());
+  const int64_t rows = batch_bucket(n);
+  auto paged = [](kv::SequenceCache* c, int li) -> kv::PagedLayerCache& {
+    return static_cast<kv::PagedLayerCache&>(c->layer(li));
+  };
+  if (rows > n && (!pad_ || paged(pad_.get(), 0).pool() != paged(caches.front(), 0).pool()))
+    pad_ = paged(caches.front(), 0).pool()->new_sequence();
+  Entry& e = entry_for(rows, key_bucket(most));
+  if (!e.in.tables.defined()) e.in.tables = Tensor::zeros({layers, rows}, DType::I64, model_.device());
   INGOT_CHECK(e.in.tables.dim(0) == layers, "decode step: ", layers, " layers for a graph of ", e.in.tables.dim(0));
   // Claim each row (its block private, the table's device copy current), then upload.
-  Tensor handles = Tensor::empty({layers, n}, DType::I64);
+  Tensor handles = Tensor::empty({layers, rows}, DType::I64);
   auto* h = handles.data<int64_t>();
-  for (int li = 0; li < layers; ++li)
-    for (int64_t i = 0; i < n; ++i)
-      h[li * n + i] = static_cast<kv::PagedLayerCache&>(caches[static_cast<size_t>(i)]->layer(li)).claim_step_row();
-  copy_into(Tensor::from_i32(tokens, {n}), e.in.ids);
-  copy_into(Tensor::from_i32(pos, {n}), e.in.positions);
-  copy_into(Tensor::from_i32(lens, {n}), e.in.kv_lens);
+  for (int li = 0; li < layers; ++li) {
+    for (int64_t i = 0; i < n; ++i) h[li * rows + i] = paged(caches[static_cast<size_t>(i)], li).claim_step_row();
+    if (rows > n) std::fill(h + li * rows + n, h + (li + 1) * rows, paged(pad_.get(), li).claim_step_row());
+  }
+  std::vector<int32_t> ids(tokens);
+  ids.resize(static_cast<size_t>(rows), 0);
+  pos.resize(static_cast<size_t>(rows), 0);
+  lens.resize(static_cast<size_t>(rows), 1);
+  copy_into(Tensor::from_i32(ids, {rows}), e.in.ids);
+  copy_into(Tensor::from_i32(pos, {rows}), e.in.positions);
+  copy_into(Tensor::from_i32(lens, {rows}), e.in.kv_lens);
   copy_into(handles, e.in.tables);
   // The forward pass reads the caches' stores only to choose kernels (their
   // kind and pool, the same for every step this entry takes).
   e.batch.seqs.clear();
   for (kv::SequenceCache* c : caches) e.batch.seqs.push_back({c, 1, false});
+  while (static_cast<int64_t>(e.batch.seqs.size()) < rows) e.batch.seqs.push_back({pad_.get(), 1, false});
   if (!captures_) {
     e.logits = model_.forward(e.batch);
   } else {
@@ -121,8 +139,8 @@ Tensor DecodeSteps::forward(const std::vector<kv::SequenceCache*>& caches, const
     e.graph->replay();
   }
   for (kv::SequenceCache* c : caches)
-    for (int li = 0; li < layers; ++li) static_cast<kv::PagedLayerCache&>(c->layer(li)).count_claimed_row();
-  return e.logits;
+    for (int li = 0; li < layers; ++li) paged(c, li).count_claimed_row();
+  return rows > n ? e.logits.slice(0, 0, n) : e.logits;
 }
 
 }  // namespace ingot

@@ -4,9 +4,11 @@
 // A step brings one token per sequence. Its K/V rows go into each
 // sequence's own blocks through table handles the kernels read from device
 // memory (kv/batched_rows.h StepRows), so one captured forward pass serves
-// any sequences of the same count: one graph per (sequences, key bucket),
-// captured the first time that shape comes and kept, the least recently
-// used dropped beyond a cap. Around each replay the host claims each row
+// any sequences of the same count. Counts are padded up to a bucket (1, 2,
+// 4, 8, then multiples of 8) with rows that write and read a scratch block
+// of their own, so a batch that shrinks or grows by one sequence keeps its
+// graph: one graph per (batch bucket, key bucket), captured the first time
+// that shape comes and kept, the least recently used dropped beyond a cap. Around each replay the host claims each row
 // (a new block, or a private copy of a shared one), uploads ids, positions,
 // key counts and handles, and afterwards counts the rows into the stores.
 // Logits stay on the device for the batched sampler.
@@ -46,6 +48,8 @@ class DecodeSteps {
   int64_t captured() const { return captured_; }
   // The key bucket of a step whose longest sequence attends `keys` keys.
   static int64_t key_bucket(int64_t keys);
+  // The rows a step of n sequences runs (n plus padding).
+  static int64_t batch_bucket(int64_t n);
 
  private:
   struct Entry;
@@ -57,6 +61,9 @@ class DecodeSteps {
   size_t max_graphs_;
   int64_t captured_ = 0;
   std::list<std::unique_ptr<Entry>> entries_;  // most recently used first
+  // The padding rows' sequence: one block per layer of the pool in use,
+  // written and read at position 0 by every padding row, never counted.
+  std::unique_ptr<kv::SequenceCache> pad_;
 };
 
 }  // namespace ingot

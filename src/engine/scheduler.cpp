@@ -12,6 +12,7 @@
 #include "engine/memory.h"
 #include "sampling/greedy.h"
 #include "util/error.h"
+#include "util/log.h"
 
 namespace ingot::engine {
 
@@ -243,15 +244,22 @@ void EngineImpl::run_batch() {
     caches.push_back(in.seqs[i].cache);
   }
   replay = replay && decode_steps_->takes(caches);
-  try {
-    if (replay) {
+  if (replay) {
+    try {
       const int64_t before = decode_steps_->captured();
       logits = decode_steps_->forward(caches, in.tokens);
       ++local_.graph_steps;
       local_.graphs_captured += decode_steps_->captured() - before;
-    } else {
-      logits = model_.forward(in);
+    } catch (const std::exception& e) {
+      // A step this backend cannot capture or replay runs op by op, from now
+      // on (the rows it claimed are claimed again by the plain pass).
+      log::warn("decode steps run op by op from now on: ", e.what());
+      decode_steps_.reset();
+      replay = false;
     }
+  }
+  try {
+    if (!replay) logits = model_.forward(in);
     if (batched)
       picks = pick_batched(logits, rows, samples);
     else

@@ -205,6 +205,56 @@ TEST(Determinism, ReplayedDecodeStepsEqualStepsOpByOp) {
   EXPECT_EQ(replayed_st.graphs_captured, 0);  // the CPU captures nothing
 }
 
+namespace {
+
+// A model whose replayable step always fails (a backend that cannot capture
+// some kernel): everything else goes to the real model.
+class StepFails final : public Model {
+ public:
+  explicit StepFails(Model& m) : m_(m) {}
+  const ModelConfig& config() const override { return m_.config(); }
+  Tensor forward(const BatchInput& in) override {
+    if (in.step) fail(ErrorKind::Unsupported, "no step here");
+    return m_.forward(in);
+  }
+  std::vector<kv::LayerSpec> cache_layout() const override { return m_.cache_layout(); }
+  DType kv_dtype() const override { return m_.kv_dtype(); }
+  Device device() const override { return m_.device(); }
+  size_t weight_bytes() const override { return m_.weight_bytes(); }
+  bool supports_step_inputs() const override { return true; }
+
+ private:
+  Model& m_;
+};
+
+}  // namespace
+
+// A step that fails to replay runs op by op instead, and so do the later
+// ones: no request sees the failure.
+TEST(Determinism, FailedReplayFallsBackToStepsOpByOp) {
+  ASSERT_TRUE(std::filesystem::exists(kGolden)) << kGolden;
+  auto model = load_model(kGolden);
+  StepFails failing(*model);
+  auto rs = requests(model->vocab_size());
+  rs.resize(6);
+  auto run = [&](Model& m, const std::string& graphs, Stats* st) {
+    EngineOptions opt;
+    opt.kv = "paged";
+    opt.step_graphs = graphs;
+    auto e = start_engine(m, opt, nullptr, {});
+    std::vector<std::shared_ptr<RequestHandle>> hs;
+    for (const auto& r : rs) hs.push_back(e->submit(r));
+    std::vector<std::vector<int32_t>> out;
+    for (auto& h : hs) out.push_back(collect(h));
+    *st = e->stats();
+    return out;
+  };
+  Stats failed_st, eager_st;
+  const auto fell_back = run(failing, "always", &failed_st), eager = run(*model, "off", &eager_st);
+  EXPECT_EQ(fell_back, eager);
+  EXPECT_EQ(failed_st.graph_steps, 0);
+}
+
 TEST(Determinism, UnknownStepGraphModeIsRefused) {
   ASSERT_TRUE(std::filesystem::exists(kGolden)) << kGolden;
   auto model = load_model(kGolden);

@@ -93,6 +93,16 @@ class EngineImpl final : public Engine {
   void admit();
   bool try_admit(Sequence& s);
   void run_batch();
+  // Launches the next decode step of `rows` (their `picks` not yet emitted)
+  // before this step's tokens are streamed, so the device computes it while
+  // the host emits: only where that next step is sure to be a replayed
+  // decode-only step (nothing waiting or prefilling, no drafts or adapters).
+  // Rows its pick finishes by length stay out; a row that stops on a stop
+  // string or end token has its extra row dropped with its cache.
+  void launch_ahead(const std::vector<Sequence*>& rows, const std::vector<std::optional<sampling::Sampled>>& picks);
+  // Samples and emits the step launch_ahead queued, for the rows still
+  // decoding; false when none is left (the caller builds a step instead).
+  bool finish_ahead();
   void run_embeddings();
   void finish(Sequence& s, FinishReason reason, const std::string& error = {}, Chunk c = {},
               std::string matched = {});
@@ -163,6 +173,13 @@ class EngineImpl final : public Engine {
   std::shared_ptr<kv::Pool> pool_;
   // Decode-only steps replayed from captured graphs; null: every step op by op.
   std::unique_ptr<DecodeSteps> decode_steps_;
+  // The step launch_ahead queued: its sequences (by id: a row may finish
+  // before it is sampled) and their logits, on the device.
+  struct AheadStep {
+    std::vector<uint64_t> ids;
+    Tensor logits;
+  };
+  std::optional<AheadStep> ahead_;
   std::optional<PrefixCache> prefix_;
   int64_t prefix_cap_bytes_ = 0;
   std::shared_ptr<const Drafter> drafter_;  // null: no speculation

@@ -10,6 +10,7 @@
 
 #include "engine/engine_impl.h"
 #include "engine/memory.h"
+#include "ops/ops.h"
 #include "sampling/greedy.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -181,7 +182,82 @@ void EngineImpl::emit_token(Sequence& s, const sampling::Sampled& t) {
     s.ch->push(std::move(c));
 }
 
+void EngineImpl::launch_ahead(const std::vector<Sequence*>& rows,
+                              const std::vector<std::optional<sampling::Sampled>>& picks) {
+  if (!decode_steps_ || !waiting_.empty()) return;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (!incoming_.empty()) return;
+  }
+  for (const auto& s : running_)
+    if (s->state != SeqState::Decoding || s->drafter || s->req.lora || s->req.pooling != Request::Pooling::None)
+      return;
+  AheadStep next;
+  std::vector<kv::SequenceCache*> caches;
+  std::vector<int32_t> tokens;
+  std::vector<Sequence*> ahead;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    Sequence& s = *rows[i];
+    if (!picks[i] || picks[i]->blocked || s.generated + 1 >= s.req.stop.max_tokens) continue;
+    caches.push_back(s.cache.get());
+    tokens.push_back(picks[i]->token);
+    next.ids.push_back(s.id);
+    ahead.push_back(&s);
+  }
+  if (caches.empty() || !decode_steps_->takes(caches)) return;
+  try {
+    const int64_t before = decode_steps_->captured();
+    next.logits = decode_steps_->forward(caches, tokens);
+    local_.graphs_captured += decode_steps_->captured() - before;
+  } catch (const std::exception& e) {
+    log::warn("decode steps run op by op from now on: ", e.what());
+    decode_steps_.reset();
+    return;
+  }
+  // The rows are in the caches now; their tokens join s.tokens when emitted.
+  for (Sequence* s : ahead) ++s->computed;
+  ++local_.steps;
+  ++local_.graph_steps;
+  local_.step_sequences += static_cast<int64_t>(ahead.size());
+  local_.step_tokens += static_cast<int64_t>(ahead.size());
+  ahead_ = std::move(next);
+}
+
+bool EngineImpl::finish_ahead() {
+  AheadStep step = std::move(*ahead_);
+  ahead_.reset();
+  std::vector<Sequence*> rows;
+  std::vector<int64_t> idx;
+  for (size_t i = 0; i < step.ids.size(); ++i)
+    for (auto& s : running_)
+      if (s->id == step.ids[i] && s->state == SeqState::Decoding) {
+        rows.push_back(s.get());
+        idx.push_back(static_cast<int64_t>(i));
+      }
+  if (rows.empty()) return false;
+  const auto started = std::chrono::steady_clock::now();
+  local_.step_schedule_seconds += std::chrono::duration<double>(started - step_started_).count();
+  std::vector<std::optional<sampling::Sampled>> picks;
+  try {
+    const Tensor logits = rows.size() == step.ids.size() ? step.logits : ops::gather_rows(step.logits, idx);
+    picks = pick_batched(logits, rows, std::vector<bool>(rows.size(), true));
+  } catch (const std::exception& e) {
+    for (Sequence* s : rows) finish(*s, FinishReason::Error, e.what());
+    return true;
+  }
+  const auto sampled = std::chrono::steady_clock::now();
+  local_.step_forward_seconds += std::chrono::duration<double>(sampled - started).count();
+  launch_ahead(rows, picks);
+  for (size_t i = 0; i < rows.size(); ++i)
+    if (take_pick(*rows[i], *picks[i])) emit_token(*rows[i], *picks[i]);
+  local_.step_emit_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - sampled).count();
+  return true;
+}
+
 void EngineImpl::run_batch() {
+  // A step queued ahead is this step: sample and emit it (its rows are
+  // already in the caches).
+  if (ahead_ && finish_ahead()) return;
   BatchInput in;
   std::vector<Sequence*> rows;  // one per SeqInput
   int64_t budget = opt_.token_budget;
@@ -268,6 +344,8 @@ void EngineImpl::run_batch() {
     for (Sequence* s : rows) finish(*s, FinishReason::Error, e.what());
     return;
   }
+  // The next replayed step goes to the device before these tokens are emitted.
+  if (replay && batched) launch_ahead(rows, picks);
   const auto forwarded = std::chrono::steady_clock::now();
   const double forward_seconds = std::chrono::duration<double>(forwarded - started).count();
   local_.step_forward_seconds += forward_seconds;

@@ -186,6 +186,16 @@ struct Q4x8 {
   }
 };
 
+// The last c < F::kCols activation rows of a pass, in one pass too (each
+// block unpacked once for all of them, as group<kCols> does).
+template <class F, int C = F::kCols - 1, class XB>
+void group_rest(int64_t c, const uint8_t* p, const XB* x, int64_t nb, float* y, int64_t ldy) {
+  if constexpr (C >= 1) {
+    if (c == C) return F::template group<C>(p, x, nb, y, ldy);
+    group_rest<F, C - 1>(c, p, x, nb, y, ldy);
+  }
+}
+
 // Several weights of one format and width against the same x (q/k/v, gate
 // and up): x is quantized once and one parallel pass covers every weight's
 // tiles. Each output is the one linear_x8 gives for that weight alone.
@@ -213,9 +223,9 @@ void linear_many_x8(const float* x, int64_t n, const Weight* const* ws, int coun
       for (; i + F::kCols <= n; i += F::kCols)
         for (int64_t g = g0; g < g1; ++g)
           F::template group<F::kCols>(data + g * group_bytes, xq.blocks + i * nb, nb, y + i * m + g * kGroupRows, m);
-      for (; i < n; ++i)
+      if (i < n)
         for (int64_t g = g0; g < g1; ++g)
-          F::template group<1>(data + g * group_bytes, xq.blocks + i * nb, nb, y + i * m + g * kGroupRows, m);
+          group_rest<F>(n - i, data + g * group_bytes, xq.blocks + i * nb, nb, y + i * m + g * kGroupRows, m);
     }
   });
 }

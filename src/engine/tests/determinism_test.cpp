@@ -118,6 +118,20 @@ Picked collect_picks(const std::shared_ptr<RequestHandle>& h) {
   return p;
 }
 
+// Submits every request to a fresh engine at once and gathers each one's
+// output with `collect`; `st`, when given, gets the engine's stats after.
+template <class Collect>
+auto run_engine(Model& m, const EngineOptions& opt, const std::vector<Request>& rs, Collect collect,
+                Stats* st = nullptr) {
+  auto e = start_engine(m, opt, nullptr, {});
+  std::vector<std::shared_ptr<RequestHandle>> hs;
+  for (const auto& r : rs) hs.push_back(e->submit(r));
+  std::vector<decltype(collect(hs.front()))> out;
+  for (auto& h : hs) out.push_back(collect(h));
+  if (st) *st = e->stats();
+  return out;
+}
+
 }  // namespace
 
 // The batched row sampler (its host twin here) picks what the per-sequence
@@ -140,12 +154,7 @@ TEST(Determinism, BatchedRowSamplerEqualsHostSampling) {
     opt.prefill_chunk = 32;
     opt.prefix_cache = false;
     opt.sampling = where;
-    auto e = start_engine(*model, opt, nullptr, {});
-    std::vector<std::shared_ptr<RequestHandle>> hs;
-    for (const auto& r : rs) hs.push_back(e->submit(r));
-    std::vector<Picked> out;
-    for (auto& h : hs) out.push_back(collect_picks(h));
-    return out;
+    return run_engine(*model, opt, rs, collect_picks);
   };
   const auto host = run("host"), batched = run("batched");
   for (size_t i = 0; i < rs.size(); ++i) {
@@ -184,13 +193,7 @@ TEST(Determinism, ReplayedDecodeStepsEqualStepsOpByOp) {
     opt.prefill_chunk = 32;
     opt.sampling = "batched";
     opt.step_graphs = graphs;
-    auto e = start_engine(*model, opt, nullptr, {});
-    std::vector<std::shared_ptr<RequestHandle>> hs;
-    for (const auto& r : rs) hs.push_back(e->submit(r));
-    std::vector<Picked> out;
-    for (auto& h : hs) out.push_back(collect_picks(h));
-    *st = e->stats();
-    return out;
+    return run_engine(*model, opt, rs, collect_picks, st);
   };
   // Some rows end on a stop token in the middle of the run while the others
   // go on (their step launched ahead carries a row that is dropped).
@@ -236,12 +239,7 @@ TEST(Determinism, StepsLaunchedAheadEqualStepsOpByOp) {
     opt.kv = "paged";
     opt.sampling = "batched";
     opt.step_graphs = graphs;
-    auto e = start_engine(*model, opt, nullptr, {});
-    std::vector<std::shared_ptr<RequestHandle>> hs;
-    for (const auto& r : rs) hs.push_back(e->submit(r));
-    std::vector<std::vector<int32_t>> out;
-    for (auto& h : hs) out.push_back(collect(h));
-    return out;
+    return run_engine(*model, opt, rs, collect);
   };
   const auto first = run("off");
   for (size_t i : {1, 4, 8}) rs[i].stop.stop_token_ids = {first[i].at(2)};
@@ -286,13 +284,7 @@ TEST(Determinism, FailedReplayFallsBackToStepsOpByOp) {
     EngineOptions opt;
     opt.kv = "paged";
     opt.step_graphs = graphs;
-    auto e = start_engine(m, opt, nullptr, {});
-    std::vector<std::shared_ptr<RequestHandle>> hs;
-    for (const auto& r : rs) hs.push_back(e->submit(r));
-    std::vector<std::vector<int32_t>> out;
-    for (auto& h : hs) out.push_back(collect(h));
-    *st = e->stats();
-    return out;
+    return run_engine(m, opt, rs, collect, st);
   };
   Stats failed_st, eager_st;
   const auto fell_back = run(failing, "always", &failed_st), eager = run(*model, "off", &eager_st);

@@ -93,6 +93,10 @@ class EngineImpl final : public Engine {
   void admit();
   bool try_admit(Sequence& s);
   void run_batch();
+  // The replayed decode step of `caches` (logits on the device); undefined
+  // when these stores cannot be replayed, or when the replay failed (then
+  // the engine runs every later step op by op).
+  Tensor replay_step(const std::vector<kv::SequenceCache*>& caches, const std::vector<int32_t>& tokens);
   // Launches the next decode step of `rows` (their `picks` not yet emitted)
   // before this step's tokens are streamed, so the device computes it while
   // the host emits: only where that next step is sure to be a replayed

@@ -182,6 +182,22 @@ void EngineImpl::emit_token(Sequence& s, const sampling::Sampled& t) {
     s.ch->push(std::move(c));
 }
 
+Tensor EngineImpl::replay_step(const std::vector<kv::SequenceCache*>& caches, const std::vector<int32_t>& tokens) {
+  try {
+    const int64_t before = decode_steps_->captured();
+    Tensor logits = decode_steps_->forward(caches, tokens);
+    if (logits.defined()) ++local_.graph_steps;
+    local_.graphs_captured += decode_steps_->captured() - before;
+    return logits;
+  } catch (const std::exception& e) {
+    // A step this backend cannot capture or replay runs op by op, from now
+    // on (the rows it claimed are claimed again by the plain pass).
+    log::warn("decode steps run op by op from now on: ", e.what());
+    decode_steps_.reset();
+    return {};
+  }
+}
+
 void EngineImpl::launch_ahead(const std::vector<Sequence*>& rows,
                               const std::vector<std::optional<sampling::Sampled>>& picks) {
   if (!decode_steps_ || !waiting_.empty()) return;
@@ -204,20 +220,12 @@ void EngineImpl::launch_ahead(const std::vector<Sequence*>& rows,
     next.ids.push_back(s.id);
     ahead.push_back(&s);
   }
-  if (caches.empty() || !decode_steps_->takes(caches)) return;
-  try {
-    const int64_t before = decode_steps_->captured();
-    next.logits = decode_steps_->forward(caches, tokens);
-    local_.graphs_captured += decode_steps_->captured() - before;
-  } catch (const std::exception& e) {
-    log::warn("decode steps run op by op from now on: ", e.what());
-    decode_steps_.reset();
-    return;
-  }
+  if (caches.empty()) return;
+  next.logits = replay_step(caches, tokens);
+  if (!next.logits.defined()) return;
   // The rows are in the caches now; their tokens join s.tokens when emitted.
   for (Sequence* s : ahead) ++s->computed;
   ++local_.steps;
-  ++local_.graph_steps;
   local_.step_sequences += static_cast<int64_t>(ahead.size());
   local_.step_tokens += static_cast<int64_t>(ahead.size());
   ahead_ = std::move(next);
@@ -319,20 +327,9 @@ void EngineImpl::run_batch() {
     replay = in.seqs[i].lora == nullptr;
     caches.push_back(in.seqs[i].cache);
   }
-  replay = replay && decode_steps_->takes(caches);
   if (replay) {
-    try {
-      const int64_t before = decode_steps_->captured();
-      logits = decode_steps_->forward(caches, in.tokens);
-      ++local_.graph_steps;
-      local_.graphs_captured += decode_steps_->captured() - before;
-    } catch (const std::exception& e) {
-      // A step this backend cannot capture or replay runs op by op, from now
-      // on (the rows it claimed are claimed again by the plain pass).
-      log::warn("decode steps run op by op from now on: ", e.what());
-      decode_steps_.reset();
-      replay = false;
-    }
+    logits = replay_step(caches, in.tokens);
+    replay = logits.defined();
   }
   try {
     if (!replay) logits = model_.forward(in);

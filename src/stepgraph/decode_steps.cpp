@@ -90,7 +90,7 @@ Tensor DecodeSteps::forward(const std::vector<kv::SequenceCache*>& caches, const
   const auto n = static_cast<int64_t>(caches.size());
   INGOT_CHECK(n > 0 && tokens.size() == caches.size(), "decode step: ", tokens.size(), " tokens for ", n,
               " sequences");
-  INGOT_CHECK(takes(caches), "decode step: these sequences' stores cannot be replayed");
+  if (!takes(caches)) return {};
   const int layers = caches.front()->num_layers();
   std::vector<int32_t> pos(caches.size()), lens(caches.size());
   int64_t most = 0;

@@ -37,7 +37,8 @@ class DecodeSteps {
   bool takes(const std::vector<kv::SequenceCache*>& caches) const;
   // Logits [N, vocab] float32 (on the model's device) of tokens[i] fed at
   // caches[i]'s offset; every cache grows by one token. The logits stay
-  // valid until the next call.
+  // valid until the next call. Undefined, with nothing claimed or run, when
+  // the step cannot run here (takes() is false).
   Tensor forward(const std::vector<kv::SequenceCache*>& caches, const std::vector<int32_t>& tokens);
 
   bool captures() const { return captures_; }

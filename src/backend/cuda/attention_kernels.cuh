@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/mma.cuh"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/runtime.h"
 #include "backend/cuda/tuning.h"

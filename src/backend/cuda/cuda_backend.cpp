@@ -114,7 +114,7 @@ class CudaBackend final : public Backend {
       }
     }
     seg.count = static_cast<int>(w.size());
-    if (!fused || !gemv_bf16_multi_applies(seg, x_in.dim(-1))) {
+    if (!fused || !gemv_bf16_multi_applies(seg, rows_of(x_in), x_in.dim(-1))) {
       if (std::vector<Tensor> y = gemms_on_one_input(x_in, w, bias); !y.empty()) return y;
       return Backend::linear_many(x_in, w, bias);
     }

@@ -1,4 +1,6 @@
-// Decode GEMV: y[n, m] = x[n, k] · W[m, k]ᵀ for bf16 W and few rows (n <= 8).
+// Decode GEMV: y[n, m] = x[n, k] · W[m, k]ᵀ for bf16 W and few rows (n <= 8)
+// on the CUDA cores; the launchers at the end hand row counts that Tuning
+// gives the tensor cores to gemv_mma.cu.
 // Memory-bound, so W is read exactly once, in 16-byte loads: one warp per
 // output row, each lane taking 8 consecutive weights per step. x stays
 // float32 in global memory (it is small and lives in L1/L2) and is rounded
@@ -8,9 +10,11 @@
 
 #include "backend/cuda/dispatch_rows.h"
 #include "backend/cuda/gemv_epilogue.cuh"
+#include "backend/cuda/gemv_mma.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl.cuh"
 #include "backend/cuda/runtime.h"
+#include "backend/cuda/tuning.h"
 
 namespace ingot::cuda {
 
@@ -203,24 +207,42 @@ void launch_multi_rows(const GemvSegments& s, bool per_block, const float* x, in
   }
 }
 
+// The tensor-core kernel for n rows (Tuning::mma_gemv_min_rows / max_rows).
+bool takes_mma(int64_t n) {
+  const Tuning& t = tuning();
+  return n >= t.mma_gemv_min_rows && n <= t.mma_gemv_max_rows && n <= kGemvMmaMaxRows;
+}
+
 }  // namespace
 
 bool gemv_bf16_applies(const void* w, int64_t ldw, const float* x, int64_t n, int64_t k) {
   auto aligned16 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
-  return n >= 1 && n <= kGemvMaxRows && k % 8 == 0 && ldw % 8 == 0 && aligned16(w) && aligned16(x);
+  if (k % 8 != 0 || ldw % 8 != 0 || !aligned16(w) || !aligned16(x)) return false;
+  return takes_mma(n) ? gemv_mma_applies(n, k, ldw) : n >= 1 && n <= kGemvMaxRows;
 }
 
 void launch_gemv_bf16(const void* w, int64_t ldw, const float* x, float* y, int64_t n, int64_t m, int64_t k) {
+  if (takes_mma(n)) {
+    GemvSegments s{};
+    s.w[0] = w;
+    s.ldw[0] = ldw;
+    s.y[0] = y;
+    s.m[0] = m;
+    s.count = 1;
+    return launch_gemv_mma(s, x, n, k);
+  }
   launch_mode<kPlain>(w, nullptr, ldw, x, nullptr, y, n, m, k);
 }
 
 void launch_gemv_bf16_residual(const void* w, int64_t ldw, const float* x, const float* res, float* y, int64_t n,
                                int64_t m, int64_t k) {
+  if (takes_mma(n)) return launch_gemv_mma_residual(w, ldw, x, res, y, n, m, k);
   launch_mode<kResidual>(w, nullptr, ldw, x, res, y, n, m, k);
 }
 
 void launch_gemv_bf16_swiglu(const void* gate, const void* up, int64_t ldw, const float* x, float* y, int64_t n,
                              int64_t m, int64_t k) {
+  if (takes_mma(n)) return launch_gemv_mma_swiglu(gate, up, ldw, x, y, n, m, k);
   launch_mode<kSwiGlu>(gate, up, ldw, x, nullptr, y, n, m, k);
 }
 
@@ -228,16 +250,18 @@ void launch_gemv_bf16_swiglu(const void* gate, const void* up, int64_t ldw, cons
 
 namespace ingot::cuda {
 
-bool gemv_bf16_multi_applies(const GemvSegments& s, int64_t k) {
+bool gemv_bf16_multi_applies(const GemvSegments& s, int64_t n, int64_t k) {
   if (s.count < 1 || s.count > 3) return false;
   for (int i = 0; i < s.count; ++i) {
     if (s.m[i] <= 0) return false;
-    if (block_per_row(s.m[i], k) != block_per_row(s.m[0], k)) return false;
+    // (the tensor-core kernel takes any mix of shapes)
+    if (!takes_mma(n) && block_per_row(s.m[i], k) != block_per_row(s.m[0], k)) return false;
   }
   return true;
 }
 
 void launch_gemv_bf16_multi(const GemvSegments& s, const float* x, int64_t n, int64_t k) {
+  if (takes_mma(n)) return launch_gemv_mma(s, x, n, k);
   const bool per_block = block_per_row(s.m[0], k);
   dispatch_rows(n, "gemv", [&](auto nc) {
     constexpr int N = decltype(nc)::value;

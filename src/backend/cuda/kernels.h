@@ -113,8 +113,11 @@ bool launch_write_kv_rows(const KvRowsDesc* rows, int64_t n, const void* k, cons
 void launch_attention_rows(const float* q, const KvRowsDesc* rows, int64_t n, DType store, float* out, int64_t h,
                            int64_t d, int64_t kvh, int64_t dv, const AttnParams& p);
 
-// Decode GEMV for bf16 weights (gemv.cu): y[n, m] = x[n, k] · W[m, k]ᵀ.
+// Decode products of bf16 weights (gemv.cu): y[n, m] = x[n, k] · W[m, k]ᵀ,
+// on the CUDA-core GEMV (up to kGemvMaxRows rows) or the tensor-core kernel
+// (gemv_mma.cu, up to kGemvMmaMaxRows), as Tuning picks for n.
 constexpr int64_t kGemvMaxRows = 8;
+constexpr int64_t kGemvMmaMaxRows = 64;
 bool gemv_bf16_applies(const void* w, int64_t ldw, const float* x, int64_t n, int64_t k);
 void launch_gemv_bf16(const void* w, int64_t ldw, const float* x, float* y, int64_t n, int64_t m, int64_t k);
 // Fused epilogues, equal bit for bit to the separate ops: y = res + x·Wᵀ;
@@ -132,7 +135,7 @@ struct GemvSegments {
   int64_t m[3];
   int count;
 };
-bool gemv_bf16_multi_applies(const GemvSegments& s, int64_t k);
+bool gemv_bf16_multi_applies(const GemvSegments& s, int64_t n, int64_t k);
 void launch_gemv_bf16_multi(const GemvSegments& s, const float* x, int64_t n, int64_t k);
 
 }  // namespace ingot::cuda

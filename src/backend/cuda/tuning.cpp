@@ -54,7 +54,8 @@ const Tuning& tuning() { return current(); }
 
 std::string describe(const Tuning& t) {
   return str_cat("split_blocks_per_sm=", t.split_blocks_per_sm, " qgemv_int8_min_values=", t.qgemv_int8_min_values,
-                 " mma_attention=", t.mma_attention ? "true" : "false");
+                 " mma_attention=", t.mma_attention ? "true" : "false",
+                 " mma_gemv_rows=", t.mma_gemv_min_rows, "..", t.mma_gemv_max_rows);
 }
 
 void log_tuning() {

@@ -22,6 +22,12 @@ struct Tuning {
   // Prefill attention over bf16 K/V on the tensor cores where the MMA kernel
   // takes the shape (attention_mma.cuh); false keeps the CUDA-core kernels.
   bool mma_attention = true;
+  // Decode products of bf16 weights with this many activation rows, up to
+  // mma_gemv_max_rows, run on the tensor cores (gemv_mma.cu); fewer take the
+  // CUDA-core GEMV (8 rows at most), more take cuBLAS. Off (min > max) unless
+  // an architecture's row turns it on.
+  int64_t mma_gemv_min_rows = 65;
+  int64_t mma_gemv_max_rows = 64;
 };
 
 // The defaults for compute capability major.minor, and the architecture whose

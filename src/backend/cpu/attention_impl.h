@@ -171,8 +171,21 @@ inline void attn_accumulate(const AttnFold& f, int64_t g0, int64_t c0, const int
     for (int j = 0; j < NV; ++j) V::store(f.acc + (g0 + gi) * f.dv + c0 + j * V::W, a[gi][j]);
 }
 
-// Vectors [0, G) in blocks of GB (then one at a time), columns in windows of
-// NV registers.
+// The n < GB vectors from g0 in one block of n (B counts down to it).
+template <class V, class L, int NV, int B>
+inline void attn_accumulate_rest(const AttnFold& f, int64_t g0, int64_t n, int64_t c0, const int64_t* lo,
+                                 const int64_t* hi, const float* corr, bool full) {
+  if constexpr (B >= 1) {
+    if (n != B) return attn_accumulate_rest<V, L, NV, B - 1>(f, g0, n, c0, lo, hi, corr, full);
+    if (full)
+      attn_accumulate<V, L, NV, B, true>(f, g0, c0, lo, hi, corr);
+    else
+      attn_accumulate<V, L, NV, B, false>(f, g0, c0, lo, hi, corr);
+  }
+}
+
+// Vectors [0, G) in blocks of GB (then one block of the rest), columns in
+// windows of NV registers.
 template <class V, class L, int NV, int GB>
 inline void attn_accumulate_range(const AttnFold& f, const int64_t* lo, const int64_t* hi, const float* corr) {
   auto all_full = [&](int64_t g, int64_t n) {
@@ -188,7 +201,9 @@ inline void attn_accumulate_range(const AttnFold& f, const int64_t* lo, const in
       else
         attn_accumulate<V, L, NV, GB, false>(f, g, c0, lo, hi, corr);
     }
-    for (; g < f.G; ++g) attn_accumulate<V, L, NV, 1, false>(f, g, c0, lo, hi, corr);
+    // The vectors left (a decode step's few heads of one KV head, often all
+    // of them) in one more block, so each value row is read once for them.
+    if (g < f.G) attn_accumulate_rest<V, L, NV, GB - 1>(f, g, f.G - g, c0, lo, hi, corr, all_full(g, f.G - g));
   }
 }
 

@@ -46,6 +46,24 @@ class PagedKvTiles final : public cpu::KvTiles {
  public:
   PagedKvTiles(const LayerPool& lp, const PagedKV& kv) : lp_(lp), kv_(kv) {}
 
+  void prefetch(int64_t key0, int64_t h, int64_t n) const override {
+    const int64_t bs = lp_.block_size();
+    if (bs % cpu::kAttnTile != 0) return;
+    const int64_t blk = key0 / bs, slot = key0 % bs;
+    if (blk == kv_.open_block) return;  // written this step: in the cache
+    const int32_t id = kv_.table[blk];
+    const auto row0 = static_cast<size_t>(h * bs + slot);
+    for (bool is_v : {false, true}) {
+      const PlaneGeometry& g = lp_.plane(is_v);
+      cpu::prefetch_bytes(lp_.region(is_v ? kVCodes : kKCodes, id) + row0 * g.row_code_bytes,
+                          static_cast<size_t>(n) * g.row_code_bytes);
+      if (lp_.options().quant != KvQuant::None)
+        cpu::prefetch_bytes(reinterpret_cast<const float*>(lp_.region(is_v ? kVParams : kKParams, id)) +
+                                row0 * g.row_param_floats,
+                            static_cast<size_t>(n) * g.row_param_floats * sizeof(float));
+    }
+  }
+
   cpu::KvTile tile(int64_t key0, int64_t h, int64_t n, float* scratch) const override {
     const PlaneGeometry &kg = lp_.plane(false), &vg = lp_.plane(true);
     const int64_t bs = lp_.block_size();

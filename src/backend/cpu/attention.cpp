@@ -109,6 +109,10 @@ void fold_chunk(const Job& j, int64_t h, int64_t r0, int64_t R, const Range* ran
         w.last[static_cast<size_t>(g)] = hi - lane0;
       }
     }
+    if (t < uhi / kAttnTile) {  // the next tile's rows, while this one is folded
+      const int64_t na = lane0 + kAttnTile, nb = std::min(na + kAttnTile - 1, uhi);
+      j.kv->prefetch(na - base, h, nb - na + 1);
+    }
     const KvTile kt = j.kv->tile(a - base, h, b - a + 1, w.tile.data());
     AttnFold f{qv,      G,       j.s.d, j.s.dv,         kt.k,          kt.v,      kt.dt,       kt.k_ld,
                kt.v_ld, a - lane0, b - a + 1, w.first.data(), w.last.data(), j.p.scale, j.p.softcap, st.m,

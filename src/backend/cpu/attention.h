@@ -37,7 +37,17 @@ class KvTiles {
   // stores, rows spread over blocks) are written to `scratch` (kAttnTile *
   // (d + dv) floats) and returned as float32.
   virtual KvTile tile(int64_t row0, int64_t h, int64_t n, float* scratch) const = 0;
+  // Asks the memory for the bytes tile() will read for the same rows (a
+  // tile's K and V rows sit in their own block, where the hardware's stream
+  // prefetch does not follow them); no effect on any result.
+  virtual void prefetch(int64_t /*row0*/, int64_t /*h*/, int64_t /*n*/) const {}
 };
+
+// Hints every cache line of [p, p + bytes) into the cache.
+inline void prefetch_bytes(const void* p, size_t bytes) {
+  const auto* b = static_cast<const char*>(p);
+  for (size_t o = 0; o < bytes; o += 64) __builtin_prefetch(b + o, 0, 3);
+}
 
 struct AttnShape {
   int64_t rows = 0;       // query rows T

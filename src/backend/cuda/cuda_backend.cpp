@@ -22,6 +22,7 @@ namespace ingot::cuda {
 namespace {
 
 int64_t rows_of(const Tensor& t) { return t.ndim() ? t.numel() / t.dim(-1) : 1; }
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 cudaDataType_t cuda_type(DType t) {
   switch (t) {
@@ -379,6 +380,10 @@ class CudaBackend final : public Backend {
         continue;
       }
       if (!x.defined()) x = dev_f32(x_in);
+      if (!aligned16(x.raw()) || !aligned16(y.raw())) {  // the kernel reads and writes 16-byte pieces
+        Backend::low_rank_add({out}, x_in);
+        continue;
+      }
       launch_low_rank_add(jobs, dt, x.data<float>(), y.data<float>(), x.dim(1), y.dim(1));
     }
   }

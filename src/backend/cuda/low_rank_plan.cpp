@@ -1,5 +1,6 @@
 #include "backend/cuda/low_rank.h"
 
+#include <cstdint>
 #include <vector>
 
 namespace ingot::cuda {
@@ -11,11 +12,15 @@ bool dense_float(const Weight& w, Device device) {
          (w.dtype() == DType::F32 || w.dtype() == DType::BF16 || w.dtype() == DType::F16);
 }
 
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
 }  // namespace
 
 bool plan_low_rank(int64_t rows, int64_t k, int64_t m, const std::vector<LowRankGroup>& groups, Device device,
                    LowRankJobs* jobs, DType* dtype) {
-  if (groups.empty() || groups.size() > static_cast<size_t>(kLowRankMaxAdapters) || rows > kLowRankMaxJobs)
+  // The kernel reads 8 values at a time: widths in whole 16-byte pieces.
+  if (groups.empty() || groups.size() > static_cast<size_t>(kLowRankMaxAdapters) || rows > kLowRankMaxJobs ||
+      k % 8 != 0 || m % 8 != 0)
     return false;
   *jobs = LowRankJobs{};
   std::vector<char> taken(static_cast<size_t>(rows), 0);
@@ -23,7 +28,8 @@ bool plan_low_rank(int64_t rows, int64_t k, int64_t m, const std::vector<LowRank
     const LowRankGroup& g = groups[gi];
     const Weight& a = *g.a;
     const Weight& bt = *g.bt;
-    if (!dense_float(a, device) || !dense_float(bt, device) || a.dtype() != bt.dtype() ||
+    if (!dense_float(a, device) || !dense_float(bt, device) || a.dtype() != bt.dtype() || !aligned16(a.data.raw()) ||
+        !aligned16(bt.data.raw()) ||
         (gi && a.dtype() != *dtype) || a.cols() != k || bt.cols() != m || bt.rows() != a.rows() || a.rows() < 1 ||
         a.rows() > kLowRankMaxRank)
       return false;

@@ -43,3 +43,15 @@ TEST_F(CudaLowRank, RowsAloneAndPrefillBatches) {
   const Tensor xp = randn({100, kK}, 34), yp = randn({100, kM}, 35);
   EXPECT_LT(rel(on_gpu(xp, yp, ads, {{}}), on_cpu(xp, yp, ads, {{}})), 4e-3);
 }
+
+// Model-sized widths: several 256-piece passes over k (the last one partial),
+// several output slices, a rank that ends inside a 16-row pass.
+TEST_F(CudaLowRank, LongRowsAndManySlices) {
+  constexpr int64_t k = 4104, m = 8200;
+  for (DType dt : {DType::BF16, DType::F32}) {
+    std::vector<Adapter> ads = {adapter(24, k, m, dt, 41, Device::CUDA), adapter(16, k, m, dt, 43, Device::CUDA)};
+    const Tensor x = randn({5, k}, 44), y = randn({5, m}, 45);
+    const std::vector<std::vector<int64_t>> rows = {{0, 2, 3}, {4}};
+    EXPECT_LT(rel(on_gpu(x, y, ads, rows), on_cpu(x, y, ads, rows)), 1e-5) << dtype_name(dt);
+  }
+}

@@ -39,4 +39,9 @@ TEST(LowRankPlan, LeavesTheRestToTheComposedPath) {
   EXPECT_FALSE(plan(6, {{&ads[0].a, &ads[0].b, {0}}}, Device::CUDA));                         // weights elsewhere
   EXPECT_FALSE(cuda::plan_low_rank(6, kK + 1, kM, {{&ads[0].a, &ads[0].b, {0}}}, Device::CPU, &jobs, &dt));  // shape
   EXPECT_FALSE(plan(6, {}));
+  // Widths the kernel does not read in whole 16-byte pieces.
+  const Adapter odd = adapter(8, kK + 4, kM + 4, DType::BF16, 7);
+  EXPECT_FALSE(cuda::plan_low_rank(6, kK + 4, kM + 4, {{&odd.a, &odd.b, {0}}}, Device::CPU, &jobs, &dt));
+  const Adapter even = adapter(8, kK + 8, kM + 8, DType::BF16, 9);
+  EXPECT_TRUE(cuda::plan_low_rank(6, kK + 8, kM + 8, {{&even.a, &even.b, {0}}}, Device::CPU, &jobs, &dt));
 }

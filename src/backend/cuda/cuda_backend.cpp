@@ -22,7 +22,6 @@ namespace ingot::cuda {
 namespace {
 
 int64_t rows_of(const Tensor& t) { return t.ndim() ? t.numel() / t.dim(-1) : 1; }
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 cudaDataType_t cuda_type(DType t) {
   switch (t) {

@@ -216,21 +216,12 @@ bool takes_mma(int64_t n) {
 }  // namespace
 
 bool gemv_bf16_applies(const void* w, int64_t ldw, const float* x, int64_t n, int64_t k) {
-  auto aligned16 = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
   if (k % 8 != 0 || ldw % 8 != 0 || !aligned16(w) || !aligned16(x)) return false;
-  return takes_mma(n) ? gemv_mma_applies(n, k, ldw) : n >= 1 && n <= kGemvMaxRows;
+  return n >= 1 && (takes_mma(n) || n <= kGemvMaxRows);
 }
 
 void launch_gemv_bf16(const void* w, int64_t ldw, const float* x, float* y, int64_t n, int64_t m, int64_t k) {
-  if (takes_mma(n)) {
-    GemvSegments s{};
-    s.w[0] = w;
-    s.ldw[0] = ldw;
-    s.y[0] = y;
-    s.m[0] = m;
-    s.count = 1;
-    return launch_gemv_mma(s, x, n, k);
-  }
+  if (takes_mma(n)) return launch_gemv_mma(one_matrix(w, ldw, y, m), x, n, k);
   launch_mode<kPlain>(w, nullptr, ldw, x, nullptr, y, n, m, k);
 }
 

@@ -208,34 +208,18 @@ void launch_tiles(const GemvSegments& s, const void* up, const float* x, const f
 
 }  // namespace
 
-bool gemv_mma_applies(int64_t n, int64_t k, int64_t ldw) {
-  return n >= 1 && n <= kGemvMmaMaxRows && k % kPieceCols == 0 && ldw % kPieceCols == 0;
-}
-
 void launch_gemv_mma(const GemvSegments& s, const float* x, int64_t n, int64_t k) {
   launch_tiles<kPlain>(s, nullptr, x, nullptr, n, k);
 }
 
 void launch_gemv_mma_residual(const void* w, int64_t ldw, const float* x, const float* res, float* y, int64_t n,
                               int64_t m, int64_t k) {
-  GemvSegments s{};
-  s.w[0] = w;
-  s.ldw[0] = ldw;
-  s.y[0] = y;
-  s.m[0] = m;
-  s.count = 1;
-  launch_tiles<kResidual>(s, nullptr, x, res, n, k);
+  launch_tiles<kResidual>(one_matrix(w, ldw, y, m), nullptr, x, res, n, k);
 }
 
 void launch_gemv_mma_swiglu(const void* gate, const void* up, int64_t ldw, const float* x, float* y, int64_t n,
                             int64_t m, int64_t k) {
-  GemvSegments s{};
-  s.w[0] = gate;
-  s.ldw[0] = ldw;
-  s.y[0] = y;
-  s.m[0] = m;
-  s.count = 1;
-  launch_tiles<kSwiGlu>(s, up, x, nullptr, n, k);
+  launch_tiles<kSwiGlu>(one_matrix(gate, ldw, y, m), up, x, nullptr, n, k);
 }
 
 }  // namespace ingot::cuda

@@ -9,9 +9,8 @@
 
 namespace ingot::cuda {
 
-// True when the kernel takes n rows of width k over a row stride ldw (both
-// pointers must also be 16-byte aligned, as for the CUDA-core GEMV).
-bool gemv_mma_applies(int64_t n, int64_t k, int64_t ldw);
+// Each takes what gemv_bf16_applies admits for both kernels: widths and row
+// strides in whole 16-byte pieces, 16-byte-aligned pointers.
 // y[i] = x · w[i]ᵀ for the s.count matrices of s.
 void launch_gemv_mma(const GemvSegments& s, const float* x, int64_t n, int64_t k);
 void launch_gemv_mma_residual(const void* w, int64_t ldw, const float* x, const float* res, float* y, int64_t n,

@@ -8,6 +8,9 @@
 
 namespace ingot::cuda {
 
+// The vector kernels read and write 16-byte pieces.
+inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
 void launch_cast(const void* src, DType st, void* dst, DType dt, int64_t n);
 void launch_embedding(const void* table, DType tdt, int64_t row_stride, const int32_t* ids, int64_t n, int64_t d,
                       float* out);
@@ -135,6 +138,16 @@ struct GemvSegments {
   int64_t m[3];
   int count;
 };
+// One matrix as segments (the plain, residual and SwiGLU forms).
+inline GemvSegments one_matrix(const void* w, int64_t ldw, float* y, int64_t m) {
+  GemvSegments s{};
+  s.w[0] = w;
+  s.ldw[0] = ldw;
+  s.y[0] = y;
+  s.m[0] = m;
+  s.count = 1;
+  return s;
+}
 bool gemv_bf16_multi_applies(const GemvSegments& s, int64_t n, int64_t k);
 void launch_gemv_bf16_multi(const GemvSegments& s, const float* x, int64_t n, int64_t k);
 

@@ -3,6 +3,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/cuda/kernels.h"
+
 namespace ingot::cuda {
 
 namespace {
@@ -11,8 +13,6 @@ bool dense_float(const Weight& w, Device device) {
   return !w.is_affine() && !is_quantized(w.dtype()) && w.data.is_contiguous() && w.data.device() == device &&
          (w.dtype() == DType::F32 || w.dtype() == DType::BF16 || w.dtype() == DType::F16);
 }
-
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 }  // namespace
 

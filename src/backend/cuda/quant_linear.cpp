@@ -18,8 +18,6 @@ namespace {
 // large vocabulary head needs no gigabyte of scratch.
 constexpr int64_t kScratchBytes = 64ll << 20;
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
-
 // The kernels' view of `w`; fails with a clear message on a layout they cannot read.
 QuantMatrix view_of(const Weight& w) {
   QuantMatrix q;

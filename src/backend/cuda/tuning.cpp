@@ -16,8 +16,17 @@ struct Row {
 
 // Measured on the H200 (bench/RESULTS.md). Add a row per architecture once
 // its numbers are in; until then it takes the sm_90 row.
+Tuning sm90() {
+  Tuning t;
+  // 6 to 8 activation rows on the tensor cores: 1B decode at batch 8 1.44x
+  // (H100, 2026-12-08); fewer rows are faster on the CUDA-core GEMV, more on cuBLAS.
+  t.mma_gemv_min_rows = 6;
+  t.mma_gemv_max_rows = 8;
+  return t;
+}
+
 const Row kRows[] = {
-    {90, Tuning{}},
+    {90, sm90()},
 };
 
 // The device's compute capability, 10 * major + minor (sm_90 if it cannot be read).

@@ -25,7 +25,7 @@ struct Tuning {
   // Decode products of bf16 weights with this many activation rows, up to
   // mma_gemv_max_rows, run on the tensor cores (gemv_mma.cu); fewer take the
   // CUDA-core GEMV (8 rows at most), more take cuBLAS. Off (min > max) unless
-  // an architecture's row turns it on.
+  // an architecture's row turns it on (sm_90: 6..8).
   int64_t mma_gemv_min_rows = 65;
   int64_t mma_gemv_max_rows = 64;
 };

@@ -88,7 +88,7 @@ Tensor step_paged_rows(const std::vector<LayerCache*>& layers, const Tensor& q, 
     if (!c || &c->layer_pool() != &lp) return {};
   }
   const PagedKernels* kern = paged_kernels(lp.device());
-  if (!kern || !kern->step_rows || lp.options().quant != KvQuant::None || lp.options().path != AttendPath::Direct)
+  if (!kern || !kern->step_rows || !step_rows_read(lp.options().quant) || lp.options().path != AttendPath::Direct)
     return {};
   return kern->step_rows(lp, q, k, v, positions, *step.kv_lens, step.tables, step.max_keys, p);
 }

@@ -219,11 +219,12 @@ Tensor paged_step_rows_cpu(const LayerPool& lp, const Tensor& q, const Tensor& k
                            const Tensor& positions_in, const Tensor& kv_lens_in, const Tensor& tables_in,
                            int64_t max_keys, const AttnParams& p) {
   const int64_t n = q.dim(0), bs = lp.block_size();
-  INGOT_CHECK(lp.options().quant == KvQuant::None, "paged step rows in a ", kv_quant_name(lp.options().quant), " pool");
+  INGOT_CHECK(step_rows_read(lp.options().quant), "paged step rows in a ", kv_quant_name(lp.options().quant), " pool");
   INGOT_CHECK(q.ndim() == 3 && k_in.dim(0) == n && v_in.dim(0) == n && positions_in.numel() == n &&
                   kv_lens_in.numel() == n && tables_in.numel() == n && tables_in.dtype() == DType::I64,
               "paged step rows: q ", q.describe(), " k ", k_in.describe(), " tables ", tables_in.describe());
-  const Tensor k = k_in.to(lp.elem_dtype()).contiguous(), v = v_in.to(lp.elem_dtype()).contiguous();
+  const DType dt = lp.options().quant == KvQuant::None ? lp.elem_dtype() : DType::F32;  // quantized from float32
+  const Tensor k = k_in.to(dt).contiguous(), v = v_in.to(dt).contiguous();
   const std::vector<int32_t> pos = positions_in.to_i32_vector(), lens = kv_lens_in.to_i32_vector();
   const Tensor tables = tables_in.contiguous();
   std::vector<PagedKV> views(static_cast<size_t>(n));

@@ -239,7 +239,7 @@ Tensor step_rows_cuda(const LayerPool& lp, const Tensor& q_in, const Tensor& k_i
                       const Tensor& positions, const Tensor& kv_lens, const Tensor& tables, int64_t max_keys,
                       const AttnParams& p) {
   const int64_t n = q_in.dim(0), h = q_in.dim(1), kvh = lp.spec().kv_heads;
-  INGOT_CHECK(lp.options().quant == KvQuant::None, "paged step rows in a ", kv_quant_name(lp.options().quant), " pool");
+  INGOT_CHECK(step_rows_read(lp.options().quant), "paged step rows in a ", kv_quant_name(lp.options().quant), " pool");
   INGOT_CHECK(q_in.ndim() == 3 && q_in.dim(2) == lp.spec().head_dim && h % kvh == 0 && k_in.dim(0) == n &&
                   v_in.dim(0) == n && positions.numel() == n && kv_lens.numel() == n && tables.numel() == n &&
                   tables.dtype() == DType::I64 && positions.device() == Device::CUDA &&
@@ -247,8 +247,9 @@ Tensor step_rows_cuda(const LayerPool& lp, const Tensor& q_in, const Tensor& k_i
               "paged step rows: q ", q_in.describe(), " k ", k_in.describe(), " tables ", tables.describe());
   const Tensor q = q_in.to(Device::CUDA).contiguous();
   if (q.dtype() != DType::F32) fail(ErrorKind::InvalidArgument, "CUDA paged attention: float32 queries, got ", q.describe());
-  // Float32 rows go as they are: the write rounds them.
-  const DType dt = k_in.dtype() == DType::F32 && v_in.dtype() == DType::F32 ? DType::F32 : lp.elem_dtype();
+  // Float32 rows go as they are: the write rounds or quantizes them.
+  const bool f32 = lp.options().quant != KvQuant::None || (k_in.dtype() == DType::F32 && v_in.dtype() == DType::F32);
+  const DType dt = f32 ? DType::F32 : lp.elem_dtype();
   const Tensor k = ops::cast(k_in, dt).contiguous(), v = ops::cast(v_in, dt).contiguous();
   const auto t = static_cast<const uint8_t* const* const*>(tables.raw());
   const cuda::PagedBlocks geo = describe(lp);

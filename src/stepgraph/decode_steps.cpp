@@ -54,7 +54,7 @@ bool DecodeSteps::takes(const std::vector<kv::SequenceCache*>& caches) const {
       auto& first = pools[static_cast<size_t>(li)];
       if (!first) {
         const kv::PagedKernels* k = kv::paged_kernels(lp.device());
-        if (lp.options().quant != kv::KvQuant::None || lp.options().path != kv::AttendPath::Direct ||
+        if (!kv::step_rows_read(lp.options().quant) || lp.options().path != kv::AttendPath::Direct ||
             lp.device() != model_.device() || !k || !k->step_rows || !k->table_handle)
           return false;
         first = &lp;

@@ -190,9 +190,34 @@ __device__ void fit_group(const float* x, int64_t n, float levels, bool search, 
   }
 }
 
-// One thread per (row, group) of both planes: rows i of [t, kvh, dim] land at token pos + i.
-__global__ void quantize_rows_kernel(PagedBlocks kv, BlockIndex ix, int64_t pos, const float* k, const float* v,
-                                     int64_t t) {
+// Where row i of a write goes: its block's four region addresses and its
+// slot, and whether that block is a KV4 pool's open block (kept exact too).
+// A sequence's rows from token `pos` on, through its block list ...
+struct SeqWrites {
+  const uint8_t* const* blocks;  // from the block of `pos`
+  BlockIndex ix;
+  int64_t pos, open_block;
+  __device__ PagedWriteDesc operator()(int64_t i) const {
+    return PagedWriteDesc{blocks + 4 * (ix.block(pos + i) - ix.block(pos)), ix.slot(pos + i)};
+  }
+  __device__ bool open(int64_t i) const { return ix.block(pos + i) == open_block; }
+};
+// ... or, in a replayed step, row i of every sequence from device memory: its
+// table handle and position (pools without an open block).
+struct DeviceWrites {
+  const uint8_t* const* const* tables;
+  const int32_t* positions;
+  BlockIndex ix;
+  __device__ PagedWriteDesc operator()(int64_t i) const {
+    const int64_t pos = positions[i];
+    return PagedWriteDesc{tables[i] + 4 * ix.block(pos), ix.slot(pos)};
+  }
+  __device__ bool open(int64_t) const { return false; }
+};
+
+// One thread per (row, group) of both planes: row i of [t, kvh, dim] goes where `at(i)` says.
+template <class Where>
+__global__ void quantize_rows_kernel(PagedBlocks kv, Where at, const float* k, const float* v, int64_t t) {
   int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t nk = t * kv.kv_heads * (kv.k_dim / kv.k_group);
   const int64_t nv = t * kv.kv_heads * (kv.v_dim / kv.v_group);
@@ -206,14 +231,15 @@ __global__ void quantize_rows_kernel(PagedBlocks kv, BlockIndex ix, int64_t pos,
   float scale = 0, bias = 0;
   fit_group(x, group, levels, kv.quant_bits == 4, &scale, &bias);
   const float inv = scale > 0 ? __fdiv_rn(1.0f, scale) : 0.0f;
-  const int64_t p = pos + i, b = ix.block(p) - ix.block(pos), r = h * ix.bs + ix.slot(p);
-  uint8_t* codes = const_cast<uint8_t*>(kv.blocks[4 * b + (is_v ? 2 : 0)]) + r * (is_v ? kv.v_row_bytes : kv.k_row_bytes);
-  float* params = reinterpret_cast<float*>(const_cast<uint8_t*>(kv.blocks[4 * b + (is_v ? 3 : 1)])) +
+  const PagedWriteDesc w = at(i);
+  const int64_t r = h * kv.block_size + w.slot;
+  uint8_t* codes = const_cast<uint8_t*>(w.block[is_v ? 2 : 0]) + r * (is_v ? kv.v_row_bytes : kv.k_row_bytes);
+  float* params = reinterpret_cast<float*>(const_cast<uint8_t*>(w.block[is_v ? 3 : 1])) +
                   r * (is_v ? kv.v_row_params : kv.k_row_params);
   params[2 * gi] = scale;
   params[2 * gi + 1] = bias;
   const int64_t g0 = gi * group;
-  if (ix.block(p) == kv.open_block) {
+  if (at.open(i)) {
     float* exact = (is_v ? kv.open_v : kv.open_k) + r * dim + g0;
     for (int64_t c = 0; c < group; ++c) exact[c] = x[c];
   }
@@ -224,6 +250,15 @@ __global__ void quantize_rows_kernel(PagedBlocks kv, BlockIndex ix, int64_t pos,
       codes[(g0 + c) / 2] = static_cast<uint8_t>(code_of(x[c], bias, inv, levels) |
                                                  (code_of(x[c + 1], bias, inv, levels) << 4));
   }
+}
+
+// Threads of quantize_rows_kernel for t rows.
+template <class Where>
+void launch_quantize_rows(const PagedBlocks& kv, const Where& at, const void* k, const void* v, int64_t t) {
+  const int64_t n = t * kv.kv_heads * (kv.k_dim / kv.k_group + kv.v_dim / kv.v_group);
+  constexpr int kThreads = 128;
+  quantize_rows_kernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, stream()>>>(
+      kv, at, static_cast<const float*>(k), static_cast<const float*>(v), t);
 }
 
 // One block per (row, plane): the row's bytes copied into its block.
@@ -480,12 +515,16 @@ void launch_paged_attention_step_rows(const float* q, const PagedBlocks& kv, con
   const BlockIndex ix{kv.block_size, shift_of(kv.block_size)};
   const int64_t d = kv.k_dim, dv = kv.v_dim, kvh = kv.kv_heads;
   INGOT_CHECK(dv <= attn::kTile * attn::kMaxDvPerThread, "attention: value head dim ", dv, " too large");
-  INGOT_CHECK(h % kvh == 0 && kv.quant_bits == 0, "paged step rows: ", h, " heads over ", kvh, " KV heads, ",
-              kv.quant_bits, "-bit codes");
+  INGOT_CHECK(h % kvh == 0 && (kv.quant_bits == 0 || kv.quant_bits == 8), "paged step rows: ", h, " heads over ",
+              kvh, " KV heads, ", kv.quant_bits, "-bit codes");
   const int64_t keys = p.window > 0 ? std::min(p.window, max_keys) : max_keys;
   const DeviceRows rows{tables, kv_lens, p.window, h, attn::split_target()};
   const int64_t max_splits = attn::split_rule(rows.split_target, h, keys);
-  if (kv.elem == DType::F32)
+  if (kv.quant_bits == 8) {  // no open block: every row is read from its codes
+    const MakeQuantKV<8> make{ix, d, dv, kv.k_group, kv.v_group, kv.k_row_bytes, kv.v_row_bytes, kv.k_row_params,
+                              kv.v_row_params, shift_of(kv.k_group), shift_of(kv.v_group)};
+    launch_rows<PagedQuantKV<8>>(q, make, rows, n, max_splits, out, h, d, kvh, dv, p);
+  } else if (kv.elem == DType::F32)
     launch_rows<PagedRowsKV<float>>(q, MakeRowsKV<float>{ix, d, kv.k_row_bytes, kv.v_row_bytes}, rows, n, max_splits,
                                     out, h, d, kvh, dv, p);
   else if (kv.elem == DType::BF16)
@@ -506,16 +545,7 @@ struct ArgWrites {
   PagedWriteArg a;
   __device__ PagedWriteDesc operator()(int64_t i) const { return a.r[i]; }
 };
-// ... or, in a replayed step, from device memory: row i's table handle and position.
-struct DeviceWrites {
-  const uint8_t* const* const* tables;
-  const int32_t* positions;
-  BlockIndex ix;
-  __device__ PagedWriteDesc operator()(int64_t i) const {
-    const int64_t pos = positions[i];
-    return PagedWriteDesc{tables[i] + 4 * ix.block(pos), ix.slot(pos)};
-  }
-};
+// ... or, in a replayed step, from device memory (DeviceWrites, above).
 
 // One block per (row, head, plane), as write_rows_kernel, each row into its own block.
 // Float32 source rows (`from_f32`) are rounded to the pool's `elem` on the
@@ -572,9 +602,14 @@ void launch_paged_write_rows(const PagedBlocks& kv, const PagedWriteDesc* rows, 
 
 void launch_paged_write_step_rows(const PagedBlocks& kv, const uint8_t* const* const* tables, const int32_t* positions,
                                   int64_t n, const void* k, const void* v, bool from_f32) {
-  INGOT_CHECK(kv.quant_bits == 0, "paged step write of ", kv.quant_bits, "-bit codes");
+  INGOT_CHECK(kv.quant_bits == 0 || kv.quant_bits == 8, "paged step write of ", kv.quant_bits, "-bit codes");
   if (n == 0) return;
   const DeviceWrites rows{tables, positions, BlockIndex{kv.block_size, shift_of(kv.block_size)}};
+  if (kv.quant_bits == 8) {  // float32 rows, quantized as launch_paged_write quantizes them
+    launch_quantize_rows(kv, rows, k, v, n);
+    CUDA_LAUNCH_OK();
+    return;
+  }
   dim3 grid(static_cast<unsigned>(n * kv.kv_heads), 2);
   write_rows_batched_kernel<<<grid, 64, 0, stream()>>>(rows, kv.kv_heads, kv.block_size, kv.k_row_bytes,
                                                        kv.v_row_bytes, static_cast<const uint8_t*>(k),
@@ -590,10 +625,7 @@ void launch_paged_write(const PagedBlocks& kv, int64_t pos, const void* k, const
     write_rows_kernel<<<grid, 64, 0, stream()>>>(kv, ix, pos, static_cast<const uint8_t*>(k),
                                                  static_cast<const uint8_t*>(v));
   } else {
-    const int64_t n = t * kv.kv_heads * (kv.k_dim / kv.k_group + kv.v_dim / kv.v_group);
-    constexpr int kThreads = 128;
-    quantize_rows_kernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, stream()>>>(
-        kv, ix, pos, static_cast<const float*>(k), static_cast<const float*>(v), t);
+    launch_quantize_rows(kv, SeqWrites{kv.blocks, ix, pos, kv.open_block}, k, v, t);
   }
   CUDA_LAUNCH_OK();
 }

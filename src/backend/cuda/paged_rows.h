@@ -38,8 +38,10 @@ void launch_paged_write_rows(const PagedBlocks& geo, const PagedWriteDesc* rows,
 // A graph-replayable step's rows: row i's table is tables[i] (device memory:
 // the device address of its blocks' region addresses), written at
 // positions[i], attending kv_lens[i] keys (device i32 [n]); every key count
-// at most `max_keys`, which plans the launch. Unquantized pools. Each row
-// gets what launch_paged_write_rows / launch_paged_attention_rows give it.
+// at most `max_keys`, which plans the launch. Unquantized and KV8 pools (KV8:
+// float32 k / v rows, quantized as launch_paged_write quantizes them; KV4
+// keeps an open block the step cannot address). Each row gets what the
+// per-sequence write and launch_paged_attention_rows give it.
 void launch_paged_write_step_rows(const PagedBlocks& geo, const uint8_t* const* const* tables,
                                   const int32_t* positions, int64_t n, const void* k, const void* v, bool from_f32);
 void launch_paged_attention_step_rows(const float* q, const PagedBlocks& geo, const uint8_t* const* const* tables,

@@ -178,7 +178,10 @@ TEST(Determinism, UnknownSamplingPlaceOrStepGraphModeIsRefused) {
 // Decode-only steps through the replayed step path (its host side: on the
 // CPU the step's forward pass runs directly) give what steps op by op give,
 // with shared prefix blocks, sampled rows and sequences joining and leaving.
-TEST(Determinism, ReplayedDecodeStepsEqualStepsOpByOp) {
+namespace {
+
+// Replayed decode steps against the same steps op by op, over a pool of `kv`.
+void expect_replayed_steps_equal_op_by_op(const std::string& kv) {
   ASSERT_TRUE(std::filesystem::exists(kGolden)) << kGolden;
   auto model = load_model(kGolden);
   auto rs = requests(model->vocab_size());
@@ -191,7 +194,7 @@ TEST(Determinism, ReplayedDecodeStepsEqualStepsOpByOp) {
   }
   auto run = [&](const std::string& graphs, Stats* st) {
     EngineOptions opt;
-    opt.kv = "paged";
+    opt.kv = kv;
     opt.prefill_chunk = 32;
     opt.sampling = "batched";
     opt.step_graphs = graphs;
@@ -217,6 +220,12 @@ TEST(Determinism, ReplayedDecodeStepsEqualStepsOpByOp) {
   EXPECT_EQ(eager_st.graph_steps, 0);
   EXPECT_EQ(replayed_st.graphs_captured, 0);  // the CPU captures nothing
 }
+
+}  // namespace
+
+TEST(Determinism, ReplayedDecodeStepsEqualStepsOpByOp) { expect_replayed_steps_equal_op_by_op("paged"); }
+
+TEST(Determinism, ReplayedKv8DecodeStepsEqualStepsOpByOp) { expect_replayed_steps_equal_op_by_op("kv8"); }
 
 // Short prompts, so nearly every step is decode-only and the next one is
 // launched before the tokens are emitted: rows ending on a stop token or at

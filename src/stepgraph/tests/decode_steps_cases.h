@@ -32,9 +32,9 @@ struct Batch {
   }
 };
 
-inline Batch prefilled(Model& m, Device d) {
+inline Batch prefilled(Model& m, Device d, kv::StoreKind kind = kv::StoreKind::Paged) {
   Batch b;
-  b.pool = kv::Pool::create(m.cache_layout(), m.kv_dtype(), d, kv::pool_options(kv::StoreKind::Paged));
+  b.pool = kv::Pool::create(m.cache_layout(), m.kv_dtype(), d, kv::pool_options(kind));
   const int64_t lens[] = {20, 37, 5};
   for (int i = 0; i < 3; ++i) {
     b.seqs.push_back(b.pool->new_sequence());
@@ -51,15 +51,16 @@ inline std::vector<float> host_rows(const Tensor& logits) {
 }
 
 // Replayed steps give the logits of plain batched steps, bit for bit, over
-// shared and private blocks and across block boundaries; a batch of three
-// runs padded to four in the graph of four, a batch of two in its own; every
-// block returns to the pool at the end.
-inline void expect_replayed_steps_equal_plain(Device d, bool captures) {
+// shared and private blocks and across block boundaries (KV8: the rows
+// quantized on the device as the plain write quantizes them); a batch of
+// three runs padded to four in the graph of four, a batch of two in its own;
+// every block returns to the pool at the end.
+inline void expect_replayed_steps_equal_plain(Device d, bool captures, kv::StoreKind kind = kv::StoreKind::Paged) {
   auto m = make_model(d);
   auto steps = DecodeSteps::create(*m);
   ASSERT_NE(steps, nullptr);
   EXPECT_EQ(steps->captures(), captures);
-  Batch rep = prefilled(*m, d), ref = prefilled(*m, d);
+  Batch rep = prefilled(*m, d, kind), ref = prefilled(*m, d, kind);
   std::vector<int32_t> tok = {3, 9, 27, 81};
   for (int s = 0; s < 20; ++s) {
     // The fork leaves after 8 steps (three rows run padded to four, in the
@@ -95,9 +96,12 @@ inline void expect_refused_stores(Device d) {
   EXPECT_FALSE(steps->takes({}));
   auto contiguous = new_cache(*m, CacheOptions{"contiguous", {}});
   EXPECT_FALSE(steps->takes({contiguous.get()}));
-  auto kv8 = kv::Pool::create(m->cache_layout(), m->kv_dtype(), d, kv::pool_options(kv::StoreKind::Kv8));
-  auto q = kv8->new_sequence();
-  EXPECT_FALSE(steps->takes({q.get()}));
+  auto kv4 = kv::Pool::create(m->cache_layout(), m->kv_dtype(), d, kv::pool_options(kv::StoreKind::Kv4));
+  auto q = kv4->new_sequence();
+  EXPECT_FALSE(steps->takes({q.get()}));  // its open block is planned on the host
+  auto gather = kv::Pool::create(m->cache_layout(), m->kv_dtype(), d, kv::pool_options(kv::StoreKind::PagedGather));
+  auto g = gather->new_sequence();
+  EXPECT_FALSE(steps->takes({g.get()}));
   Batch a = prefilled(*m, d), b = prefilled(*m, d);
   EXPECT_TRUE(steps->takes({a.seqs[0].get(), a.seqs[1].get()}));
   EXPECT_FALSE(steps->takes({a.seqs[0].get(), b.seqs[1].get()}));  // two pools

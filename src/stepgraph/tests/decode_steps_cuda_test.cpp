@@ -9,4 +9,8 @@ TEST(DecodeStepsCuda, EqualPlainStepsOverSharedAndPrivateBlocks) {
   expect_replayed_steps_equal_plain(Device::CUDA, true);
 }
 
+TEST(DecodeStepsCuda, EqualPlainStepsOverKv8Blocks) {
+  expect_replayed_steps_equal_plain(Device::CUDA, true, kv::StoreKind::Kv8);
+}
+
 TEST(DecodeStepsCuda, RefusesStoresItCannotRead) { expect_refused_stores(Device::CUDA); }

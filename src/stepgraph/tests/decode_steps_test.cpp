@@ -7,6 +7,10 @@ using namespace ingot::stepgraph_testing;
 
 TEST(DecodeSteps, EqualPlainStepsOverSharedAndPrivateBlocks) { expect_replayed_steps_equal_plain(Device::CPU, false); }
 
+TEST(DecodeSteps, EqualPlainStepsOverKv8Blocks) {
+  expect_replayed_steps_equal_plain(Device::CPU, false, kv::StoreKind::Kv8);
+}
+
 TEST(DecodeSteps, RefusesStoresItCannotRead) { expect_refused_stores(Device::CPU); }
 
 TEST(DecodeSteps, BatchBuckets) {

@@ -1,5 +1,5 @@
 // The CUDA side of the paged stores: describes a layer pool and a block
-// table to the kernels of backend/cuda/paged.cu. The table's blocks go to
+// table to the kernels of backend/cuda/paged.cu and paged_write.cu. The table's blocks go to
 // the device as their region addresses (four per block), so the kernels
 // know nothing of slabs, pools or sequences.
 #include "kv/paged_cuda.h"

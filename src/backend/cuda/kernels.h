@@ -28,7 +28,7 @@ void launch_scale(const float* x, float* y, int64_t n, float s, float softcap);
 void launch_add_bias(float* y, const float* b, int64_t n, int64_t m);
 void launch_attention(const float* q, const void* k, const void* v, DType kvdt, float* out, int64_t t, int64_t h,
                       int64_t d, int64_t s, int64_t kvh, int64_t dv, const AttnParams& p);
-// A paged K/V pool as the paged kernels see it (paged.cu; kv/ fills it in and
+// A paged K/V pool as the paged kernels see it (paged.cu, paged_write.cu; kv/ fills it in and
 // owns the layout, docs/kv-cache.md): for each table block, the device
 // addresses of its four regions (K codes, K params, V codes, V params), each
 // holding [kv_heads, block_size, row]. Quantized rows are affine codes (8-bit,

@@ -157,6 +157,15 @@ __device__ inline void val8(const KV& kv, const typename KV::VRow& r, int64_t c8
   for (int e = 0; e < 8; ++e) f[e] = kv.val(r, c8 * 8 + e);
 }
 
+// Keys per split of a key range of `span` keys cut into `splits`: whole
+// tiles, so no block runs a tile that is mostly empty (560 keys in 4 splits
+// are 256 + 256 + 48 + 0 keys, five tile passes in all, not 4 x 140 keys and
+// eight passes); a split left with no keys contributes nothing to the merge.
+__device__ inline int64_t split_chunk(int64_t span, int64_t splits) {
+  const int64_t tiles = (span + kTile - 1) / kTile;
+  return (tiles + splits - 1) / splits * kTile;
+}
+
 // Value rows in 8-element slices (attend_block): dv a power of two from 8 to
 // 8 * kTile, so that dv / 8 threads cover a row and the block kTile / (dv / 8) rows at once.
 __host__ __device__ constexpr bool sliced_values(int64_t dv) { return dv >= 8 && dv <= 8 * kTile && (dv & (dv - 1)) == 0; }
@@ -185,7 +194,7 @@ __device__ __forceinline__ void attend_block(const float* qh, const KV& kv, floa
   int64_t hi = p.causal ? min(s - 1, qpos) : s - 1;
   const int64_t lo_all = p.window > 0 ? max(static_cast<int64_t>(0), qpos - p.window + 1) : 0;
   // This block's share of [lo_all, hi]: split `split` of `splits`.
-  const int64_t chunk = (hi - lo_all + splits) / splits;
+  const int64_t chunk = split_chunk(hi - lo_all + 1, splits);
   const int64_t lo = lo_all + split * chunk;
   const int64_t hi_all = hi;
   hi = min(hi_all, lo + chunk - 1);
@@ -319,7 +328,7 @@ __global__ void attention_group_kernel(const float* q, KV kv, float* out, int64_
   const int64_t qpos = p.q_offset + i;
   int64_t hi = p.causal ? min(s - 1, qpos) : s - 1;
   const int64_t lo_all = p.window > 0 ? max(static_cast<int64_t>(0), qpos - p.window + 1) : 0;
-  const int64_t splits = gridDim.y, chunk = (hi - lo_all + splits) / splits;
+  const int64_t splits = gridDim.y, chunk = split_chunk(hi - lo_all + 1, splits);
   const int64_t lo = lo_all + blockIdx.y * chunk;
   hi = min(hi, lo + chunk - 1);
   const int64_t h0 = kh * G;  // first query head of the group

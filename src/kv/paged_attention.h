@@ -88,6 +88,10 @@ struct PagedRowSlot {
 using PagedWriteRowsFn = void (*)(const LayerPool& lp, const std::vector<PagedRowSlot>& slots, const Tensor& k,
                                   const Tensor& v);
 
+// Pools whose step rows are addressed by table handles alone: all but KV4,
+// whose open block (kept exact beside its codes) the host plans per step.
+inline bool step_rows_read(KvQuant q) { return q != KvQuant::Q4; }
+
 // Decode rows of a graph-replayable step (kv/batched_rows.h StepRows), in a
 // pool step_rows_read() takes: row i of k [N, KVH, D] / v [N, KVH, Dv] is written at
 // position positions[i] of the table whose handle is tables[i], then q row i
@@ -96,9 +100,6 @@ using PagedWriteRowsFn = void (*)(const LayerPool& lp, const std::vector<PagedRo
 // kernels run, so a captured step replays over other rows and tables; no
 // count may pass `max_keys`, which sizes the launch. Each row's output equals
 // attend_rows over the same table.
-// Pools whose step rows are addressed by table handles alone: all but KV4,
-// whose open block (kept exact beside its codes) the host plans per step.
-inline bool step_rows_read(KvQuant q) { return q != KvQuant::Q4; }
 using PagedStepRowsFn = Tensor (*)(const LayerPool& lp, const Tensor& q, const Tensor& k, const Tensor& v,
                                    const Tensor& positions, const Tensor& kv_lens, const Tensor& tables,
                                    int64_t max_keys, const AttnParams& p);

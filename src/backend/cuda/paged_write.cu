@@ -155,26 +155,6 @@ void launch_quantize_rows(const PagedBlocks& kv, const Where& at, const void* k,
       kv, at, static_cast<const float*>(k), static_cast<const float*>(v), t);
 }
 
-// One block per (row, plane): the row's bytes copied into its block.
-__global__ void write_rows_kernel(PagedBlocks kv, BlockIndex ix, int64_t pos, const uint8_t* k, const uint8_t* v) {
-  const bool is_v = blockIdx.y == 1;
-  const int64_t row = blockIdx.x, i = row / kv.kv_heads, h = row % kv.kv_heads;
-  const int64_t rb = is_v ? kv.v_row_bytes : kv.k_row_bytes;
-  const uint8_t* src = (is_v ? v : k) + row * rb;
-  const int64_t p = pos + i, b = ix.block(p) - ix.block(pos);
-  uint8_t* dst = const_cast<uint8_t*>(kv.blocks[4 * b + (is_v ? 2 : 0)]) + (h * ix.bs + ix.slot(p)) * rb;
-  if (rb % 4 == 0 && (reinterpret_cast<uintptr_t>(src) & 3) == 0) {
-    for (int64_t w = threadIdx.x; w < rb / 4; w += blockDim.x)
-      reinterpret_cast<uint32_t*>(dst)[w] = reinterpret_cast<const uint32_t*>(src)[w];
-  } else {
-    for (int64_t w = threadIdx.x; w < rb; w += blockDim.x) dst[w] = src[w];
-  }
-}
-
-}  // namespace
-
-namespace {
-
 struct PagedWriteArg {
   PagedWriteDesc r[kMaxBatchedRows];
 };
@@ -186,12 +166,13 @@ struct ArgWrites {
 };
 // ... or, in a replayed step, from device memory (DeviceWrites, above).
 
-// One block per (row, head, plane), as write_rows_kernel, each row into its own block.
+// One block per (row, head, plane): row i's bytes copied to where `rows(i)`
+// says (one sequence's rows from a position, or one row of each sequence).
 // Float32 source rows (`from_f32`) are rounded to the pool's `elem` on the
 // way, as the cast kernel rounds them (round to nearest even).
 template <class Writes>
-__global__ void write_rows_batched_kernel(Writes rows, int64_t kvh, int64_t bs, int64_t krb, int64_t vrb,
-                                          const uint8_t* k, const uint8_t* v, bool from_f32, DType elem) {
+__global__ void write_rows_kernel(Writes rows, int64_t kvh, int64_t bs, int64_t krb, int64_t vrb, const uint8_t* k,
+                                  const uint8_t* v, bool from_f32, DType elem) {
   const bool is_v = blockIdx.y == 1;
   const int64_t row = blockIdx.x, i = row / kvh, h = row % kvh;
   const int64_t rb = is_v ? vrb : krb;
@@ -231,7 +212,7 @@ void launch_paged_write_rows(const PagedBlocks& kv, const PagedWriteDesc* rows, 
     ArgWrites a{};
     for (int64_t i = 0; i < nb; ++i) a.a.r[i] = rows[b0 + i];
     dim3 grid(static_cast<unsigned>(nb * kv.kv_heads), 2);
-    write_rows_batched_kernel<<<grid, 64, 0, stream()>>>(
+    write_rows_kernel<<<grid, 64, 0, stream()>>>(
         a, kv.kv_heads, kv.block_size, kv.k_row_bytes, kv.v_row_bytes,
         static_cast<const uint8_t*>(k) + b0 * kv.kv_heads * k_src_row,
         static_cast<const uint8_t*>(v) + b0 * kv.kv_heads * v_src_row, from_f32, kv.elem);
@@ -250,21 +231,22 @@ void launch_paged_write_step_rows(const PagedBlocks& kv, const uint8_t* const* c
     return;
   }
   dim3 grid(static_cast<unsigned>(n * kv.kv_heads), 2);
-  write_rows_batched_kernel<<<grid, 64, 0, stream()>>>(rows, kv.kv_heads, kv.block_size, kv.k_row_bytes,
-                                                       kv.v_row_bytes, static_cast<const uint8_t*>(k),
-                                                       static_cast<const uint8_t*>(v), from_f32, kv.elem);
+  write_rows_kernel<<<grid, 64, 0, stream()>>>(rows, kv.kv_heads, kv.block_size, kv.k_row_bytes, kv.v_row_bytes,
+                                               static_cast<const uint8_t*>(k), static_cast<const uint8_t*>(v),
+                                               from_f32, kv.elem);
   CUDA_LAUNCH_OK();
 }
 
 void launch_paged_write(const PagedBlocks& kv, int64_t pos, const void* k, const void* v, int64_t t) {
   if (t == 0) return;
-  const BlockIndex ix{kv.block_size, shift_of(kv.block_size)};
+  const SeqWrites at{kv.blocks, BlockIndex{kv.block_size, shift_of(kv.block_size)}, pos, kv.open_block};
   if (kv.quant_bits == 0) {
     dim3 grid(static_cast<unsigned>(t * kv.kv_heads), 2);
-    write_rows_kernel<<<grid, 64, 0, stream()>>>(kv, ix, pos, static_cast<const uint8_t*>(k),
-                                                 static_cast<const uint8_t*>(v));
+    write_rows_kernel<<<grid, 64, 0, stream()>>>(at, kv.kv_heads, kv.block_size, kv.k_row_bytes, kv.v_row_bytes,
+                                                 static_cast<const uint8_t*>(k), static_cast<const uint8_t*>(v), false,
+                                                 kv.elem);
   } else {
-    launch_quantize_rows(kv, SeqWrites{kv.blocks, ix, pos, kv.open_block}, k, v, t);
+    launch_quantize_rows(kv, at, k, v, t);
   }
   CUDA_LAUNCH_OK();
 }
